@@ -1,0 +1,82 @@
+import { Type } from 'typebox';
+import type { AppContext } from '../context.js';
+import { requireAdmin } from '../http/bearer.js';
+import { adminAuth, errors } from '../http/schemas.js';
+import type { App } from '../http/types.js';
+import { createMerchant } from '../merchants/create-merchant.js';
+import { createPayer, deposit } from '../payers/payers.js';
+import {
+  CreateMerchantBody,
+  CreatePayerBody,
+  DepositBody,
+  DepositParams,
+  DepositResponse,
+  MerchantResponse,
+  OutboxMessage,
+  OutboxQuery,
+  PayerResponse,
+} from './schemas.js';
+
+/** The operator API (CONTRACT §2), behind the ADMIN_TOKEN bearer. */
+export function registerAdminRoutes(app: App, ctx: AppContext): void {
+  const common = { preHandler: requireAdmin(ctx) };
+  const tags = ['Operator'];
+
+  app.post(
+    '/api/v1/admin/merchants',
+    {
+      ...common,
+      schema: { tags, security: adminAuth, body: CreateMerchantBody, response: { 201: MerchantResponse, ...errors(401, 409, 422) } },
+    },
+    async (request, reply) => reply.code(201).send(await createMerchant(ctx, request.body)),
+  );
+
+  app.post(
+    '/api/v1/admin/payers',
+    { ...common, schema: { tags, security: adminAuth, body: CreatePayerBody, response: { 201: PayerResponse, ...errors(401, 409, 422) } } },
+    async (request, reply) => reply.code(201).send(await createPayer(ctx, request.body)),
+  );
+
+  app.post(
+    '/api/v1/admin/payers/:phone/deposits',
+    {
+      ...common,
+      schema: {
+        tags,
+        security: adminAuth,
+        params: DepositParams,
+        body: DepositBody,
+        response: { 200: DepositResponse, ...errors(401, 404, 422) },
+      },
+    },
+    async (request) => deposit(ctx, request.params.phone, request.body.amount),
+  );
+
+  app.get(
+    '/api/v1/admin/outbox',
+    {
+      ...common,
+      schema: {
+        tags,
+        security: adminAuth,
+        summary: 'Messages the service sent (embedded outbox), newest first',
+        querystring: OutboxQuery,
+        response: { 200: Type.Array(OutboxMessage), ...errors(401, 422) },
+      },
+    },
+    async (request) => {
+      const limit = Math.min(200, Math.max(1, Number(request.query.limit ?? 50)));
+      const rows = await ctx.store.db.selectFrom('messages').selectAll().orderBy('created_at', 'desc').orderBy('id').limit(limit).execute();
+      return rows.map((m) => ({
+        id: m.id,
+        type: m.type,
+        purpose: m.purpose,
+        to: m.type === 'email' ? (m.email ?? '') : `${m.phone_country_code ?? ''}${m.phone_number ?? ''}`,
+        subject: m.subject,
+        content: m.content,
+        status: m.status,
+        createdAt: new Date(m.created_at).toISOString(),
+      }));
+    },
+  );
+}

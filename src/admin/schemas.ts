@@ -1,0 +1,37 @@
+import { Type } from 'typebox';
+
+export const Phone = Type.String({ pattern: '^[0-9]{8,15}$', description: 'Digits with country code, no plus sign' });
+export const Amount = Type.Number({ exclusiveMinimum: 0, description: 'Major units (KES), at most 2 decimals' });
+
+export const CreateMerchantBody = Type.Object({
+  login: Type.String({ format: 'email', maxLength: 254 }),
+  password: Type.String({ minLength: 8, maxLength: 256 }),
+  name: Type.String({ minLength: 1, maxLength: 200 }),
+});
+export const MerchantResponse = Type.Object({ merchantId: Type.String(), login: Type.String(), name: Type.String() });
+
+export const CreatePayerBody = Type.Object({
+  phone: Phone,
+  name: Type.String({ minLength: 1, maxLength: 200 }),
+  pin: Type.String({ pattern: '^[0-9]{4,6}$', description: 'Wallet PIN, 4 to 6 digits' }),
+  balance: Type.Optional(Type.Number({ minimum: 0, description: 'Starting balance in major units' })),
+});
+export const PayerResponse = Type.Object({ payerId: Type.String(), phone: Type.String(), balance: Type.Number() });
+
+export const DepositBody = Type.Object({ amount: Amount });
+export const DepositParams = Type.Object({ phone: Phone });
+export const DepositResponse = Type.Object({ phone: Type.String(), balance: Type.Number() });
+
+export const OutboxQuery = Type.Object({
+  limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,3}$', description: '1 to 200; default 50' })),
+});
+export const OutboxMessage = Type.Object({
+  id: Type.String(),
+  type: Type.String(),
+  purpose: Type.String(),
+  to: Type.String(),
+  subject: Type.Union([Type.String(), Type.Null()]),
+  content: Type.String(),
+  status: Type.String(),
+  createdAt: Type.String(),
+});

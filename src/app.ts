@@ -1,0 +1,50 @@
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import { registerAdminRoutes } from './admin/routes.js';
+import { registerAuthRoutes } from './auth/routes.js';
+import { registerCategoryRoutes } from './categories/routes.js';
+import type { AppContext } from './context.js';
+import { createServer } from './http/server.js';
+import type { App } from './http/types.js';
+import { registerKeyRoutes } from './keys/routes.js';
+import { registerOpsRoutes } from './ops/routes.js';
+import { registerPosRoutes } from './pos/routes.js';
+
+export const API_VERSION = '1.0.0';
+
+/** The main listener: every endpoint, the operator API, docs and health. */
+export async function buildApp(ctx: AppContext): Promise<App> {
+  const app = createServer(ctx.log);
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.0.3',
+      info: {
+        title: 'Lipa: merchant payments and messaging',
+        version: API_VERSION,
+        description: 'Person-to-merchant mobile-money payments, with email and SMS messaging. See docs/api.md.',
+      },
+      components: {
+        securitySchemes: {
+          bearerAuth: { type: 'http', scheme: 'bearer', description: 'Token from POST /api/v1/authorization/confirm' },
+          adminToken: { type: 'http', scheme: 'bearer', description: 'The operator ADMIN_TOKEN' },
+        },
+      },
+    },
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs' });
+
+  registerOpsRoutes(app, ctx);
+  registerAuthRoutes(app, ctx, 'main');
+  registerCategoryRoutes(app, ctx);
+  registerKeyRoutes(app, ctx);
+  registerPosRoutes(app, ctx);
+  registerAdminRoutes(app, ctx);
+  return app;
+}
+
+/** The mock environment listener (CONTRACT §3): endpoints 1 and 2 for payers, nothing else. */
+export async function buildMockApp(ctx: AppContext): Promise<App> {
+  const app = createServer(ctx.log);
+  registerAuthRoutes(app, ctx, 'mock');
+  return app;
+}

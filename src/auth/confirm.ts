@@ -1,0 +1,103 @@
+import { randomUUID, timingSafeEqual } from 'node:crypto';
+import { sql } from 'kysely';
+import type { AppContext } from '../context.js';
+import type { Tx } from '../db/database.js';
+import type { Audience, SubjectType } from '../db/schema.js';
+import { AppError } from '../http/errors.js';
+import { randomSecret, safeEqual, sha256Hex } from '../security/tokens.js';
+import { hashOtp } from './login.js';
+import { findSubject, normaliseLogin } from './subjects.js';
+import { assertLoginNotThrottled, clearLoginFailures, recordLoginFailure } from './throttle.js';
+
+/** An OTP dies after this many wrong tries (CONTRACT §3). */
+export const MAX_OTP_ATTEMPTS = 5;
+
+const invalidOtp = () => new AppError('invalid_otp', 'The code is wrong or has expired; log in again for a new one.');
+
+/**
+ * Endpoint 2: exchanges a live OTP for a bearer token. In staging the fixed test OTP is
+ * accepted in place of the one sent, but only for a login that has just passed endpoint 1.
+ */
+export async function confirmOtp(ctx: AppContext, input: { login: string; otp: string }) {
+  const login = normaliseLogin(input.login);
+  await assertLoginNotThrottled(ctx, login);
+  const now = ctx.now();
+  const challenge = await ctx.store.db
+    .selectFrom('otp_challenges')
+    .selectAll()
+    .where('login', '=', login)
+    .where('consumed_at', 'is', null)
+    .where('expires_at', '>', now)
+    .where('attempts', '<', MAX_OTP_ATTEMPTS)
+    .orderBy('created_at', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+  if (!challenge) {
+    await recordLoginFailure(ctx, login);
+    throw invalidOtp();
+  }
+  const matches =
+    timingSafeEqual(Buffer.from(hashOtp(ctx, login, input.otp)), Buffer.from(challenge.otp_hash)) ||
+    (ctx.config.stagingOtp !== null && safeEqual(input.otp, ctx.config.stagingOtp));
+  if (!matches) {
+    await ctx.store.write((tx) =>
+      tx
+        .updateTable('otp_challenges')
+        .set({ attempts: sql`attempts + 1` })
+        .where('id', '=', challenge.id)
+        .where('consumed_at', 'is', null)
+        .execute(),
+    );
+    await recordLoginFailure(ctx, login);
+    throw invalidOtp();
+  }
+  // Consume conditionally: of two concurrent confirmations with one OTP, exactly one wins.
+  const session = await ctx.store.write(async (tx) => {
+    const consumed = await tx
+      .updateTable('otp_challenges')
+      .set({ consumed_at: now })
+      .where('id', '=', challenge.id)
+      .where('consumed_at', 'is', null)
+      .where('attempts', '<', MAX_OTP_ATTEMPTS)
+      .executeTakeFirst();
+    if (consumed.numUpdatedRows === 0n) return null;
+    return openSession(ctx, tx, { type: challenge.subject_type, id: challenge.subject_id }, 'main', now);
+  });
+  if (!session) throw invalidOtp();
+  await clearLoginFailures(ctx, login);
+  return session;
+}
+
+/**
+ * Endpoint 3 (mock environment, load tests only): any registered payer confirms with the
+ * static test OTP, with or without endpoint 1; the token works on the mock listener only.
+ */
+export async function confirmMockOtp(ctx: AppContext, input: { login: string; otp: string }) {
+  const login = normaliseLogin(input.login);
+  await assertLoginNotThrottled(ctx, login);
+  const subject = await findSubject(ctx, login);
+  const staticOtp = ctx.config.stagingOtp;
+  if (subject?.type !== 'payer' || staticOtp === null || !safeEqual(input.otp, staticOtp)) {
+    await recordLoginFailure(ctx, login);
+    throw invalidOtp();
+  }
+  const now = ctx.now();
+  return ctx.store.write((tx) => openSession(ctx, tx, subject, 'mock', now));
+}
+
+async function openSession(ctx: AppContext, tx: Tx, subject: { type: SubjectType; id: string }, audience: Audience, now: number) {
+  const token = randomSecret(subject.type === 'merchant' ? 'lipa_mt_' : 'lipa_pt_');
+  await tx
+    .insertInto('sessions')
+    .values({
+      id: randomUUID(),
+      token_hash: sha256Hex(token),
+      subject_type: subject.type,
+      subject_id: subject.id,
+      audience,
+      created_at: now,
+      expires_at: now + ctx.config.tokenTtlSeconds * 1000,
+    })
+    .execute();
+  return { token, tokenType: 'Bearer' as const, expiresIn: ctx.config.tokenTtlSeconds };
+}

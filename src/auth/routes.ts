@@ -1,0 +1,42 @@
+import type { AppContext } from '../context.js';
+import type { Audience } from '../db/schema.js';
+import { perIpLimit, WindowLimiter } from '../http/rate-limit.js';
+import { errors } from '../http/schemas.js';
+import type { App } from '../http/types.js';
+import { confirmMockOtp, confirmOtp } from './confirm.js';
+import { startLogin } from './login.js';
+import { ConfirmBody, LoginBody, LoginResponse, TokenResponse } from './schemas.js';
+
+/** Endpoints 1 and 2 (and 3: the same two paths on the mock listener). */
+export function registerAuthRoutes(app: App, ctx: AppContext, audience: Audience): void {
+  const ipLimit = perIpLimit(new WindowLimiter(ctx.config.rateLimitAuthIpPerMin, 60_000, ctx.now));
+  const tags = [audience === 'main' ? 'Merchant session' : 'Mock environment'];
+
+  app.post(
+    '/api/v1/authorization',
+    {
+      onRequest: ipLimit,
+      schema: {
+        tags,
+        summary: 'Log in with login and password; an OTP is sent',
+        body: LoginBody,
+        response: { 200: LoginResponse, ...errors(401, 422, 429) },
+      },
+    },
+    async (request) => startLogin(ctx, request.body, audience),
+  );
+
+  app.post(
+    '/api/v1/authorization/confirm',
+    {
+      onRequest: ipLimit,
+      schema: {
+        tags,
+        summary: 'Confirm the OTP and receive a bearer token',
+        body: ConfirmBody,
+        response: { 200: TokenResponse, ...errors(401, 422, 429) },
+      },
+    },
+    async (request) => (audience === 'main' ? confirmOtp(ctx, request.body) : confirmMockOtp(ctx, request.body)),
+  );
+}

@@ -1,0 +1,32 @@
+import type { AppContext } from '../context.js';
+import type { SubjectType } from '../db/schema.js';
+
+export interface Subject {
+  type: SubjectType;
+  id: string;
+  /** The normalised login: lower-case email for a merchant, phone digits for a payer. */
+  login: string;
+  secretHash: string;
+}
+
+/** Merchants log in with their email, payers with their phone digits (CONTRACT §3). */
+export function normaliseLogin(login: string): string {
+  const trimmed = login.trim();
+  return trimmed.includes('@') ? trimmed.toLowerCase() : trimmed;
+}
+
+export async function findSubject(ctx: AppContext, login: string): Promise<Subject | undefined> {
+  if (login.includes('@')) {
+    const merchant = await ctx.store.db
+      .selectFrom('merchants')
+      .select(['id', 'password_hash'])
+      .where('login', '=', login)
+      .executeTakeFirst();
+    return merchant && { type: 'merchant', id: merchant.id, login, secretHash: merchant.password_hash };
+  }
+  if (/^[0-9]{8,15}$/.test(login)) {
+    const payer = await ctx.store.db.selectFrom('payers').select(['id', 'pin_hash']).where('phone', '=', login).executeTakeFirst();
+    return payer && { type: 'payer', id: payer.id, login, secretHash: payer.pin_hash };
+  }
+  return undefined;
+}

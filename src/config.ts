@@ -1,0 +1,151 @@
+import { createHash, randomBytes } from 'node:crypto';
+
+/** Every setting of CONTRACT §1, parsed once at start. */
+export interface Config {
+  env: 'staging' | 'production';
+  host: string;
+  port: number;
+  /** 0 = the mock environment listener is off. */
+  mockPort: number;
+  databaseUrl: string;
+  adminToken: string;
+  /** Whether ADMIN_TOKEN was generated at start (staging); it is printed then. */
+  adminTokenGenerated: boolean;
+  /** The fixed test OTP; null in production. */
+  stagingOtp: string | null;
+  publicBaseUrl: string | null;
+  /** 32-byte key for AES-256-GCM of signing secrets and for peppering OTP hashes. */
+  masterKey: Buffer;
+  paymentTtlSeconds: number;
+  callbackAllowPrivate: boolean;
+  callbackRetryBaseSeconds: number;
+  callbackAllowInsecureTls: boolean;
+  rateLimitLoginFailures: number;
+  rateLimitAuthIpPerMin: number;
+  rateLimitKeyPerSec: number;
+  /** Bearer token lifetime; CONTRACT §3 says 1 h by default. */
+  tokenTtlSeconds: number;
+  logLevel: string;
+}
+
+export class ConfigError extends Error {}
+
+type Env = Record<string, string | undefined>;
+
+const DEV_MASTER_KEY_SEED = 'lipa staging master key: never use in production';
+
+export function loadConfig(env: Env = process.env): Config {
+  const lipaEnv = oneOf(env, 'LIPA_ENV', ['staging', 'production'], 'staging');
+  const production = lipaEnv === 'production';
+
+  if (production) {
+    const missing = ['ADMIN_TOKEN', 'LIPA_MASTER_KEY'].filter((name) => !env[name]);
+    if (missing.length > 0) {
+      throw new ConfigError(`production needs ${missing.join(' and ')} to be set`);
+    }
+    if (env.STAGING_OTP !== undefined) {
+      throw new ConfigError('STAGING_OTP must not be set in production');
+    }
+  }
+
+  const mockPort = port(env, 'MOCK_PORT', production ? 0 : 8081);
+  if (production && mockPort !== 0) {
+    // The mock listener accepts the static test OTP, which production never does.
+    throw new ConfigError('MOCK_PORT must be 0 in production: the mock environment is for staging only');
+  }
+
+  const stagingOtp = production ? null : (env.STAGING_OTP ?? '534789');
+  if (stagingOtp !== null && !/^[0-9]{6}$/.test(stagingOtp)) {
+    throw new ConfigError('STAGING_OTP must be 6 digits');
+  }
+
+  const adminToken = env.ADMIN_TOKEN ?? randomBytes(24).toString('base64url');
+  if (adminToken.length < 16) throw new ConfigError('ADMIN_TOKEN must be at least 16 characters');
+
+  return {
+    env: lipaEnv,
+    host: env.HOST ?? '127.0.0.1',
+    port: port(env, 'PORT', 8080),
+    mockPort,
+    databaseUrl: databaseUrl(env.DATABASE_URL ?? 'file:./data/lipa.sqlite'),
+    adminToken,
+    adminTokenGenerated: env.ADMIN_TOKEN === undefined,
+    stagingOtp,
+    publicBaseUrl: publicBaseUrl(env.PUBLIC_BASE_URL),
+    masterKey: masterKey(env.LIPA_MASTER_KEY),
+    paymentTtlSeconds: int(env, 'PAYMENT_TTL_SECONDS', 120, 1),
+    callbackAllowPrivate: bool(env, 'CALLBACK_ALLOW_PRIVATE', !production),
+    callbackRetryBaseSeconds: int(env, 'CALLBACK_RETRY_BASE_SECONDS', 30, 1),
+    callbackAllowInsecureTls: bool(env, 'CALLBACK_ALLOW_INSECURE_TLS', !production),
+    rateLimitLoginFailures: int(env, 'RATE_LIMIT_LOGIN_FAILURES', 10, 1),
+    rateLimitAuthIpPerMin: int(env, 'RATE_LIMIT_AUTH_IP_PER_MIN', 300, 1),
+    rateLimitKeyPerSec: int(env, 'RATE_LIMIT_KEY_PER_SEC', 100, 1),
+    tokenTtlSeconds: int(env, 'TOKEN_TTL_SECONDS', 3600, 1),
+    logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info'),
+  };
+}
+
+function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {
+  const value = env[name];
+  if (value === undefined || value === '') return fallback;
+  if (!(allowed as readonly string[]).includes(value)) {
+    throw new ConfigError(`${name} must be one of ${allowed.join(', ')} (got "${value}")`);
+  }
+  return value as T;
+}
+
+function int(env: Env, name: string, fallback: number, min: number): number {
+  const value = env[name];
+  if (value === undefined || value === '') return fallback;
+  if (!/^[0-9]+$/.test(value) || Number(value) < min || !Number.isSafeInteger(Number(value))) {
+    throw new ConfigError(`${name} must be a whole number >= ${min} (got "${value}")`);
+  }
+  return Number(value);
+}
+
+function port(env: Env, name: string, fallback: number): number {
+  const value = int(env, name, fallback, 0);
+  if (value > 65535) throw new ConfigError(`${name} must be a port number 0-65535 (got "${value}")`);
+  return value;
+}
+
+function bool(env: Env, name: string, fallback: boolean): boolean {
+  const value = env[name];
+  if (value === undefined || value === '') return fallback;
+  if (value === 'true' || value === '1') return true;
+  if (value === 'false' || value === '0') return false;
+  throw new ConfigError(`${name} must be true or false (got "${value}")`);
+}
+
+function databaseUrl(value: string): string {
+  if (value.startsWith('file:') || value.startsWith('postgres://') || value.startsWith('postgresql://')) {
+    return value;
+  }
+  throw new ConfigError('DATABASE_URL must start with file: (SQLite) or postgres:// (PostgreSQL)');
+}
+
+function publicBaseUrl(value: string | undefined): string | null {
+  if (value === undefined || value === '') return null;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ConfigError(`PUBLIC_BASE_URL must be an absolute URL such as https://pay.example.com (got "${value}")`);
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') {
+    throw new ConfigError('PUBLIC_BASE_URL must be an http(s) URL');
+  }
+  return url.origin;
+}
+
+/** LIPA_MASTER_KEY is 32 bytes as 64 hex digits or base64; staging derives a fixed dev key. */
+function masterKey(value: string | undefined): Buffer {
+  if (value === undefined || value === '') {
+    return createHash('sha256').update(DEV_MASTER_KEY_SEED).digest();
+  }
+  const key = /^[0-9a-fA-F]{64}$/.test(value) ? Buffer.from(value, 'hex') : Buffer.from(value, 'base64');
+  if (key.length !== 32) {
+    throw new ConfigError('LIPA_MASTER_KEY must be 32 bytes, as 64 hex digits or base64');
+  }
+  return key;
+}

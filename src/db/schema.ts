@@ -1,0 +1,153 @@
+/**
+ * The database as Kysely sees it. Times are epoch milliseconds, money is integer minor
+ * units (cents), booleans are 0/1: the same on SQLite and PostgreSQL.
+ */
+export interface Database {
+  merchants: MerchantTable;
+  payers: PayerTable;
+  categories: CategoryTable;
+  otp_challenges: OtpChallengeTable;
+  sessions: SessionTable;
+  auth_throttle: AuthThrottleTable;
+  api_keys: ApiKeyTable;
+  messaging_keys: MessagingKeyTable;
+  points_of_sale: PointOfSaleTable;
+  ledger_accounts: LedgerAccountTable;
+  ledger_transactions: LedgerTransactionTable;
+  ledger_postings: LedgerPostingTable;
+  messages: MessageTable;
+}
+
+export interface MerchantTable {
+  id: string;
+  login: string;
+  name: string;
+  password_hash: string;
+  created_at: number;
+}
+
+export interface PayerTable {
+  id: string;
+  phone: string;
+  name: string;
+  pin_hash: string;
+  created_at: number;
+}
+
+export interface CategoryTable {
+  id: string;
+  name: string;
+  mcc: string;
+}
+
+export type SubjectType = 'merchant' | 'payer';
+/** Which listener a session was opened on: mock sessions are refused by the main listener. */
+export type Audience = 'main' | 'mock';
+
+export interface OtpChallengeTable {
+  id: string;
+  login: string;
+  subject_type: SubjectType;
+  subject_id: string;
+  otp_hash: string;
+  attempts: number;
+  created_at: number;
+  expires_at: number;
+  consumed_at: number | null;
+}
+
+export interface SessionTable {
+  id: string;
+  token_hash: string;
+  subject_type: SubjectType;
+  subject_id: string;
+  audience: Audience;
+  created_at: number;
+  expires_at: number;
+}
+
+export interface AuthThrottleTable {
+  key: string;
+  window_start: number;
+  count: number;
+}
+
+export interface ApiKeyTable {
+  id: string;
+  merchant_id: string;
+  name: string | null;
+  secret_enc: string;
+  created_at: number;
+  revoked_at: number | null;
+}
+
+export interface MessagingKeyTable {
+  id: string;
+  merchant_id: string;
+  name: string | null;
+  key_hash: string;
+  key_prefix: string;
+  created_at: number;
+  revoked_at: number | null;
+}
+
+export interface PointOfSaleTable {
+  id: string;
+  merchant_id: string;
+  terminal_id: string;
+  category_id: string;
+  pos_company_name: string;
+  description: string;
+  website: string;
+  result_url: string;
+  server_url: string;
+  trust_all_certificates: number;
+  created_at: number;
+}
+
+export type LedgerAccountKind = 'cash_in' | 'wallet' | 'merchant';
+
+export interface LedgerAccountTable {
+  id: string;
+  kind: LedgerAccountKind;
+  owner_id: string;
+  currency: string;
+  /** Kept in the same transaction as the postings; checkLedger() proves they agree. */
+  balance: number;
+  created_at: number;
+}
+
+export interface LedgerTransactionTable {
+  id: string;
+  kind: string;
+  reference: string | null;
+  created_at: number;
+}
+
+export interface LedgerPostingTable {
+  id: string;
+  transaction_id: string;
+  account_id: string;
+  amount: number;
+  created_at: number;
+}
+
+export type MessageType = 'email' | 'sms';
+export type MessageStatus = 'queued' | 'sent' | 'delivered' | 'failed';
+
+export interface MessageTable {
+  id: string;
+  /** null for the service's own messages (OTPs, payment prompts). */
+  merchant_id: string | null;
+  purpose: string;
+  type: MessageType;
+  email: string | null;
+  subject: string | null;
+  content_type: string | null;
+  phone_country_code: string | null;
+  phone_number: string | null;
+  content: string;
+  status: MessageStatus;
+  created_at: number;
+  updated_at: number;
+}

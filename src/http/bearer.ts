@@ -1,0 +1,52 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { AppContext } from '../context.js';
+import type { Audience, SubjectType } from '../db/schema.js';
+import { safeEqual, sha256Hex } from '../security/tokens.js';
+import { AppError } from './errors.js';
+
+const CHALLENGE = { 'WWW-Authenticate': 'Bearer' };
+
+function bearerToken(request: FastifyRequest): string | null {
+  const header = request.headers.authorization;
+  if (!header) return null;
+  const match = /^Bearer +([^\s]+)\s*$/i.exec(header);
+  return match?.[1] ?? null;
+}
+
+/**
+ * A preHandler that admits only a live session of the given kind opened on this listener.
+ * Sessions from the mock environment are refused by the main listener (CONTRACT §3).
+ */
+export function requireSession(ctx: AppContext, kind: SubjectType, audience: Audience = 'main') {
+  return async (request: FastifyRequest, _reply: FastifyReply): Promise<void> => {
+    const token = bearerToken(request);
+    if (!token) throw new AppError('unauthorized', 'Send a bearer token: Authorization: Bearer <token>.', undefined, CHALLENGE);
+    const session = await ctx.store.db
+      .selectFrom('sessions')
+      .select(['subject_type', 'subject_id', 'audience', 'expires_at'])
+      .where('token_hash', '=', sha256Hex(token))
+      .executeTakeFirst();
+    if (!session || session.audience !== audience || session.expires_at <= ctx.now()) {
+      throw new AppError('unauthorized', 'The token is invalid or has expired; log in again.', undefined, CHALLENGE);
+    }
+    if (session.subject_type !== kind) {
+      throw new AppError('forbidden', `This endpoint is for ${kind}s.`);
+    }
+    request.principal = { type: session.subject_type, id: session.subject_id };
+  };
+}
+
+/** A preHandler for the operator API: the bearer token must be ADMIN_TOKEN. */
+export function requireAdmin(ctx: AppContext) {
+  return async (request: FastifyRequest): Promise<void> => {
+    const token = bearerToken(request);
+    if (!token || !safeEqual(token, ctx.config.adminToken)) {
+      throw new AppError('unauthorized', 'The operator API needs Authorization: Bearer <ADMIN_TOKEN>.', undefined, CHALLENGE);
+    }
+  };
+}
+
+export function principalOf(request: FastifyRequest): { type: SubjectType; id: string } {
+  if (!request.principal) throw new Error('route is missing its session guard');
+  return request.principal;
+}

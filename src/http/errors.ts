@@ -1,0 +1,103 @@
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+
+/**
+ * The closed set of error codes of the auth, operator and payment APIs, and the one map
+ * from code to HTTP status. The messaging API keeps the interface's own shapes (messaging/).
+ */
+const STATUS = {
+  invalid_json: 422,
+  validation_failed: 422,
+  unsupported_media_type: 415,
+  payload_too_large: 413,
+  unauthorized: 401,
+  invalid_credentials: 401,
+  invalid_otp: 401,
+  forbidden: 403,
+  not_found: 404,
+  method_not_allowed: 405,
+  login_taken: 409,
+  phone_taken: 409,
+  terminal_id_taken: 409,
+  rate_limited: 429,
+  internal_error: 500,
+  not_ready: 503,
+} as const satisfies Record<string, number>;
+
+export type ErrorCode = keyof typeof STATUS;
+
+export interface FieldError {
+  field: string;
+  message: string;
+}
+
+export interface ErrorBody {
+  error: { code: ErrorCode; message: string; details?: FieldError[] };
+  requestId: string;
+}
+
+export class AppError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly details?: FieldError[],
+    readonly headers?: Record<string, string>,
+  ) {
+    super(message);
+  }
+
+  get status(): number {
+    return STATUS[this.code];
+  }
+}
+
+export function validationError(field: string, message: string): AppError {
+  return new AppError('validation_failed', `${field} ${message}`, [{ field, message }]);
+}
+
+export function sendError(reply: FastifyReply, error: AppError): FastifyReply {
+  if (error.headers) reply.headers(error.headers);
+  const body: ErrorBody = {
+    error: { code: error.code, message: error.message, ...(error.details ? { details: error.details } : {}) },
+    requestId: String(reply.request.id),
+  };
+  return reply.code(error.status).type('application/json; charset=utf-8').send(body);
+}
+
+/** Turns anything thrown in a route (or by Fastify itself) into an AppError. */
+export function toAppError(error: FastifyError | Error): AppError {
+  if (error instanceof AppError) return error;
+  const fastifyError = error as FastifyError;
+  if (fastifyError.validation) {
+    const details = fastifyError.validation.map((v) => {
+      const missing = (v.params as { missingProperty?: string } | undefined)?.missingProperty;
+      const path = [v.instancePath.replace(/^\//, '').replaceAll('/', '.'), missing].filter(Boolean).join('.');
+      return { field: path || fastifyError.validationContext || 'body', message: missing ? 'is required' : (v.message ?? 'is invalid') };
+    });
+    const first = details[0];
+    const message = first ? `${first.field} ${first.message}` : 'The request is invalid.';
+    return new AppError('validation_failed', message, details);
+  }
+  switch (fastifyError.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new AppError('payload_too_large', 'The request body is too large.');
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new AppError('unsupported_media_type', 'Send the body as application/json.');
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return new AppError('invalid_json', 'The JSON body is empty.');
+  }
+  if (fastifyError.statusCode === 400 && (error instanceof SyntaxError || fastifyError.code?.startsWith('FST_ERR_CTP'))) {
+    // JSON syntax errors and __proto__ / constructor.prototype keys (refused by the parser).
+    return new AppError('invalid_json', `The body is not acceptable JSON: ${error.message}`);
+  }
+  if (fastifyError.statusCode === 404) return new AppError('not_found', 'Not found.');
+  if (fastifyError.statusCode === 413) return new AppError('payload_too_large', 'The request body is too large.');
+  if (fastifyError.statusCode === 415) return new AppError('unsupported_media_type', 'Send the body as application/json.');
+  if (fastifyError.statusCode === 400) return new AppError('invalid_json', error.message);
+  return new AppError('internal_error', 'Something went wrong on our side; retry later.');
+}
+
+export function errorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const appError = toAppError(error);
+  if (appError.code === 'internal_error') request.log.error({ err: error }, 'unhandled error');
+  return sendError(reply, appError);
+}

@@ -1,0 +1,47 @@
+import type { FastifyRequest } from 'fastify';
+import { AppError } from './errors.js';
+
+/**
+ * An in-process fixed-window counter (per client IP, per key). Cheap enough for hot paths;
+ * with several instances each counts its own share. Limits that must hold across
+ * instances (failed logins) are kept in the database instead (auth/throttle.ts).
+ */
+export class WindowLimiter {
+  private readonly windows = new Map<string, { start: number; count: number }>();
+
+  constructor(
+    private readonly limit: number,
+    private readonly windowMs: number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Counts one hit; throws 429 with Retry-After when the window is already full. */
+  hit(key: string): void {
+    const now = this.now();
+    let window = this.windows.get(key);
+    if (!window || now - window.start >= this.windowMs) {
+      if (this.windows.size > 100_000) this.sweep(now);
+      window = { start: now, count: 0 };
+      this.windows.set(key, window);
+    }
+    if (window.count >= this.limit) {
+      throw tooManyRequests(window.start + this.windowMs - now);
+    }
+    window.count++;
+  }
+
+  private sweep(now: number): void {
+    for (const [key, window] of this.windows) {
+      if (now - window.start >= this.windowMs) this.windows.delete(key);
+    }
+  }
+}
+
+export function tooManyRequests(retryAfterMs: number): AppError {
+  const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
+  return new AppError('rate_limited', `Too many requests; retry in ${seconds} s.`, undefined, { 'Retry-After': String(seconds) });
+}
+
+export function perIpLimit(limiter: WindowLimiter) {
+  return async (request: FastifyRequest): Promise<void> => limiter.hit(request.ip);
+}

@@ -1,0 +1,90 @@
+import { randomUUID } from 'node:crypto';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import Fastify, { type FastifyBaseLogger, type FastifyRequest } from 'fastify';
+import FindMyWay from 'find-my-way';
+import secureJson from 'secure-json-parse';
+import { AppError, errorHandler, sendError } from './errors.js';
+import { ErrorResponse } from './schemas.js';
+import type { App } from './types.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The exact body bytes, for signature checks (never re-serialised JSON). */
+    rawBody: Buffer | null;
+  }
+}
+
+const BODY_LIMIT = 64 * 1024;
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
+const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
+
+/**
+ * A Fastify instance with the HTTP hygiene every listener shares: request ids, the one
+ * error body, 404 and 405 in that shape, strict JSON parsing from raw bytes, a body limit,
+ * timeouts, and security headers.
+ */
+export function createServer(logger: FastifyBaseLogger): App {
+  const app = Fastify({
+    loggerInstance: logger,
+    bodyLimit: BODY_LIMIT,
+    requestTimeout: 30_000,
+    connectionTimeout: 60_000,
+    keepAliveTimeout: 72_000,
+    requestIdHeader: false,
+    // Keep a caller's correlation id when it is safe to log; otherwise make one.
+    genReqId: (req) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+    },
+    ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: true } },
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  app.addSchema(ErrorResponse);
+  app.decorateRequest('principal', null);
+  app.decorateRequest('rawBody', null);
+
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request: FastifyRequest, body: Buffer, done) => {
+    request.rawBody = body;
+    if (body.length === 0) return done(null, undefined);
+    try {
+      done(null, secureJson.parse(body.toString('utf8'), undefined, { protoAction: 'error', constructorAction: 'error' }));
+    } catch (error) {
+      done(new AppError('invalid_json', `The body is not acceptable JSON: ${(error as Error).message}`), undefined);
+    }
+  });
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+    reply.header('x-content-type-options', 'nosniff');
+    reply.header('referrer-policy', 'no-referrer');
+    if (request.url.startsWith('/api/')) reply.header('cache-control', 'no-store');
+  });
+
+  app.setErrorHandler(errorHandler);
+
+  // 405 for a known path with another method: a shadow router records every route.
+  const known = FindMyWay();
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat() as FindMyWay.HTTPMethod[]) {
+      if (!known.hasRoute(method, route.url)) known.on(method, route.url, () => undefined);
+    }
+  });
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0] ?? '/';
+    const allowed = METHODS.filter((m) => known.find(m, path) !== null);
+    if (allowed.length > 0) {
+      return sendError(
+        reply,
+        new AppError('method_not_allowed', `${request.method} is not allowed here; use ${allowed.join(', ')}.`, undefined, {
+          Allow: allowed.join(', '),
+        }),
+      );
+    }
+    return sendError(reply, new AppError('not_found', `No endpoint ${request.method} ${path}.`));
+  });
+
+  return app;
+}

@@ -1,0 +1,110 @@
+import { randomBytes } from 'node:crypto';
+import type { AppContext } from '../context.js';
+import { AppError } from '../http/errors.js';
+import { randomId, randomSecret, sha256Hex } from '../security/tokens.js';
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+/**
+ * Step 0 of the merchant checklist: a signing key pair. The secret is 32 random bytes shown
+ * once as 64 hex digits and kept encrypted (AES-256-GCM, bound to the key id) so that the
+ * service can verify and sign with it later.
+ */
+export async function createApiKey(ctx: AppContext, merchantId: string, name: string | null) {
+  const keyId = randomId('key_');
+  const secret = randomBytes(32).toString('hex');
+  const now = ctx.now();
+  await ctx.store.write((tx) =>
+    tx
+      .insertInto('api_keys')
+      .values({
+        id: keyId,
+        merchant_id: merchantId,
+        name,
+        secret_enc: ctx.secretBox.seal(secret, keyId),
+        created_at: now,
+        revoked_at: null,
+      })
+      .execute(),
+  );
+  return { keyId, secret, name, createdAt: iso(now) as string };
+}
+
+export async function listApiKeys(ctx: AppContext, merchantId: string) {
+  const rows = await ctx.store.db
+    .selectFrom('api_keys')
+    .select(['id', 'name', 'created_at', 'revoked_at'])
+    .where('merchant_id', '=', merchantId)
+    .orderBy('created_at', 'desc')
+    .execute();
+  return rows.map((r) => ({ keyId: r.id, name: r.name, createdAt: iso(r.created_at) as string, revokedAt: iso(r.revoked_at) }));
+}
+
+/** Revokes a key; revoking an already revoked key is a no-op. Another merchant's key is 404. */
+export async function revokeApiKey(ctx: AppContext, merchantId: string, keyId: string): Promise<void> {
+  const now = ctx.now();
+  const found = await ctx.store.write(async (tx) => {
+    const row = await tx
+      .selectFrom('api_keys')
+      .select('revoked_at')
+      .where('id', '=', keyId)
+      .where('merchant_id', '=', merchantId)
+      .executeTakeFirst();
+    if (row && row.revoked_at === null) await tx.updateTable('api_keys').set({ revoked_at: now }).where('id', '=', keyId).execute();
+    return row !== undefined;
+  });
+  if (!found) throw new AppError('not_found', `No signing key ${keyId}.`);
+}
+
+/** A messaging API key (the api_key header). Stored as SHA-256 only: it is never shown again. */
+export async function createMessagingKey(ctx: AppContext, merchantId: string, name: string | null) {
+  const id = randomId('mk_');
+  const apiKey = randomSecret('lipa_msg_');
+  const now = ctx.now();
+  await ctx.store.write((tx) =>
+    tx
+      .insertInto('messaging_keys')
+      .values({
+        id,
+        merchant_id: merchantId,
+        name,
+        key_hash: sha256Hex(apiKey),
+        key_prefix: apiKey.slice(0, 14),
+        created_at: now,
+        revoked_at: null,
+      })
+      .execute(),
+  );
+  return { id, apiKey, name, createdAt: iso(now) as string };
+}
+
+export async function listMessagingKeys(ctx: AppContext, merchantId: string) {
+  const rows = await ctx.store.db
+    .selectFrom('messaging_keys')
+    .select(['id', 'name', 'key_prefix', 'created_at', 'revoked_at'])
+    .where('merchant_id', '=', merchantId)
+    .orderBy('created_at', 'desc')
+    .execute();
+  return rows.map((r) => ({
+    id: r.id,
+    name: r.name,
+    prefix: r.key_prefix,
+    createdAt: iso(r.created_at) as string,
+    revokedAt: iso(r.revoked_at),
+  }));
+}
+
+export async function revokeMessagingKey(ctx: AppContext, merchantId: string, id: string): Promise<void> {
+  const now = ctx.now();
+  const found = await ctx.store.write(async (tx) => {
+    const row = await tx
+      .selectFrom('messaging_keys')
+      .select('revoked_at')
+      .where('id', '=', id)
+      .where('merchant_id', '=', merchantId)
+      .executeTakeFirst();
+    if (row && row.revoked_at === null) await tx.updateTable('messaging_keys').set({ revoked_at: now }).where('id', '=', id).execute();
+    return row !== undefined;
+  });
+  if (!found) throw new AppError('not_found', `No messaging key ${id}.`);
+}

@@ -1,0 +1,78 @@
+import { randomUUID } from 'node:crypto';
+import type { AppContext } from '../context.js';
+import { isUniqueViolation } from '../db/database.js';
+import { AppError } from '../http/errors.js';
+import { accountId, balanceOf, CASH_IN_OWNER, openAccount, postTransaction } from '../ledger/ledger.js';
+import { fromMinorUnits, toMinorUnits } from '../ledger/money.js';
+import { hashPassword } from '../security/passwords.js';
+
+/** The largest single deposit or starting balance, in major units. */
+export const MAX_DEPOSIT = 10_000_000;
+
+export interface NewPayer {
+  phone: string;
+  name: string;
+  pin: string;
+  balance?: number;
+}
+
+/**
+ * Registers a mobile-money wallet: the payer, a ledger account, and the starting balance as
+ * a deposit from the cash-in account, all in one transaction.
+ */
+export async function createPayer(ctx: AppContext, input: NewPayer) {
+  const opening = input.balance === undefined || input.balance === 0 ? 0 : toMinorUnits('balance', input.balance, MAX_DEPOSIT);
+  const pinHash = await hashPassword(input.pin);
+  const id = randomUUID();
+  const now = ctx.now();
+  try {
+    await ctx.store.write(async (tx) => {
+      await tx.insertInto('payers').values({ id, phone: input.phone, name: input.name, pin_hash: pinHash, created_at: now }).execute();
+      const wallet = await openAccount(tx, 'wallet', id, now);
+      if (opening > 0) {
+        const cashIn = await openAccount(tx, 'cash_in', CASH_IN_OWNER, now);
+        await postTransaction(
+          tx,
+          {
+            kind: 'deposit',
+            reference: id,
+            postings: [
+              { accountId: cashIn, amount: -opening },
+              { accountId: wallet, amount: opening },
+            ],
+          },
+          now,
+        );
+      }
+    });
+  } catch (error) {
+    if (isUniqueViolation(error)) throw new AppError('phone_taken', `A wallet for ${input.phone} already exists.`);
+    throw error;
+  }
+  return { payerId: id, phone: input.phone, balance: fromMinorUnits(opening) };
+}
+
+/** Cash-in: moves money from the cash-in account into the payer's wallet. */
+export async function deposit(ctx: AppContext, phone: string, amount: number) {
+  const minor = toMinorUnits('amount', amount, MAX_DEPOSIT);
+  const payer = await ctx.store.db.selectFrom('payers').select('id').where('phone', '=', phone).executeTakeFirst();
+  if (!payer) throw new AppError('not_found', `No wallet for ${phone}.`);
+  const now = ctx.now();
+  const wallet = accountId('wallet', payer.id);
+  await ctx.store.write(async (tx) => {
+    const cashIn = await openAccount(tx, 'cash_in', CASH_IN_OWNER, now);
+    await postTransaction(
+      tx,
+      {
+        kind: 'deposit',
+        reference: payer.id,
+        postings: [
+          { accountId: cashIn, amount: -minor },
+          { accountId: wallet, amount: minor },
+        ],
+      },
+      now,
+    );
+  });
+  return { phone, balance: fromMinorUnits((await balanceOf(ctx.store.db, wallet)) ?? 0) };
+}

@@ -1,0 +1,87 @@
+import { randomUUID } from 'node:crypto';
+import type { Static } from 'typebox';
+import type { AppContext } from '../context.js';
+import { isUniqueViolation } from '../db/database.js';
+import type { PointOfSaleTable } from '../db/schema.js';
+import { AppError, validationError } from '../http/errors.js';
+import type { PosBody } from './schemas.js';
+
+export function toPointOfSale(row: PointOfSaleTable) {
+  return {
+    posId: row.id,
+    terminalId: row.terminal_id,
+    merchantId: row.merchant_id,
+    categoryId: row.category_id,
+    posCompanyName: row.pos_company_name,
+    description: row.description,
+    website: row.website,
+    resultUrl: row.result_url,
+    serverUrl: row.server_url,
+    trustAllCertificates: row.trust_all_certificates === 1,
+    createdAt: new Date(row.created_at).toISOString(),
+  };
+}
+
+/** An absolute http(s) URL with a host; production accepts https only for callback targets. */
+export function assertHttpUrl(ctx: AppContext, field: string, value: string, callbackTarget: boolean): void {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw validationError(field, 'must be an absolute http(s) URL');
+  }
+  if ((url.protocol !== 'https:' && url.protocol !== 'http:') || url.hostname === '') {
+    throw validationError(field, 'must be an absolute http(s) URL');
+  }
+  if (callbackTarget && ctx.config.env === 'production' && url.protocol !== 'https:') {
+    throw validationError(field, 'must be an https URL in production');
+  }
+  if (url.username || url.password) throw validationError(field, 'must not contain credentials');
+}
+
+/** Registers a point of sale for the calling merchant (CONTRACT §4). */
+export async function createPointOfSale(ctx: AppContext, merchantId: string, body: Static<typeof PosBody>) {
+  if (body.merchantId.toLowerCase() !== merchantId) {
+    throw new AppError('forbidden', 'merchantId must be your own merchant id.');
+  }
+  assertHttpUrl(ctx, 'website', body.website, false);
+  assertHttpUrl(ctx, 'resultUrl', body.resultUrl, true);
+  assertHttpUrl(ctx, 'serverUrl', body.serverUrl, false);
+  const category = await ctx.store.db
+    .selectFrom('categories')
+    .select('id')
+    .where('id', '=', body.categoryId.toLowerCase())
+    .executeTakeFirst();
+  if (!category) throw validationError('categoryId', 'is not a known category (see GET /api/v1/categories)');
+
+  const row: PointOfSaleTable = {
+    id: randomUUID(),
+    merchant_id: merchantId,
+    terminal_id: body.terminalId,
+    category_id: category.id,
+    pos_company_name: body.posCompanyName,
+    description: body.description,
+    website: body.website,
+    result_url: body.resultUrl,
+    server_url: body.serverUrl,
+    trust_all_certificates: body.trustAllCertificates ? 1 : 0,
+    created_at: ctx.now(),
+  };
+  try {
+    await ctx.store.write((tx) => tx.insertInto('points_of_sale').values(row).execute());
+  } catch (error) {
+    if (isUniqueViolation(error)) throw new AppError('terminal_id_taken', `Terminal ${body.terminalId} is already registered.`);
+    throw error;
+  }
+  return toPointOfSale(row);
+}
+
+export async function listPointsOfSale(ctx: AppContext, merchantId: string) {
+  const rows = await ctx.store.db
+    .selectFrom('points_of_sale')
+    .selectAll()
+    .where('merchant_id', '=', merchantId)
+    .orderBy('created_at', 'desc')
+    .execute();
+  return rows.map(toPointOfSale);
+}

@@ -1,0 +1,29 @@
+import { Type } from 'typebox';
+import { httpUrl } from '../http/schemas.js';
+
+/** The seed's point-of-sale body; every field is required. */
+export const PosBody = Type.Object({
+  categoryId: Type.String({ format: 'uuid', description: 'From GET /api/v1/categories' }),
+  posCompanyName: Type.String({ minLength: 1, maxLength: 100 }),
+  description: Type.String({ maxLength: 500 }),
+  website: httpUrl('Merchant website'),
+  resultUrl: httpUrl('Receives payment callbacks, besides urls.callbackUrl of each payment'),
+  serverUrl: httpUrl('Merchant server API address; stored and shown, nothing is sent to it'),
+  trustAllCertificates: Type.Boolean({ description: 'Accept an unverifiable TLS certificate on callbacks for this POS' }),
+  terminalId: Type.String({ pattern: '^[A-Za-z0-9._-]{1,64}$', description: '1-64 letters, digits, dot, dash or underscore; unique' }),
+  merchantId: Type.String({ format: 'uuid', description: "Must be the caller's own merchantId" }),
+});
+
+export const PointOfSale = Type.Object({
+  posId: Type.String(),
+  terminalId: Type.String(),
+  merchantId: Type.String(),
+  categoryId: Type.String(),
+  posCompanyName: Type.String(),
+  description: Type.String(),
+  website: Type.String(),
+  resultUrl: Type.String(),
+  serverUrl: Type.String(),
+  trustAllCertificates: Type.Boolean(),
+  createdAt: Type.String(),
+});

@@ -1,0 +1,30 @@
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+
+/** An opaque bearer-style secret: 32 random bytes, base64url, with a readable prefix. */
+export function randomSecret(prefix: string): string {
+  return `${prefix}${randomBytes(32).toString('base64url')}`;
+}
+
+/** Unguessable identifier: 16 random bytes as hex with a prefix (e.g. `key_…`). */
+export function randomId(prefix: string, bytes = 16): string {
+  return `${prefix}${randomBytes(bytes).toString('hex')}`;
+}
+
+/**
+ * High-entropy secrets (session tokens, messaging keys) are stored as SHA-256: a stolen
+ * database gives nothing to replay, and lookup by hash stays an index hit.
+ */
+export function sha256Hex(value: string): string {
+  return createHash('sha256').update(value).digest('hex');
+}
+
+export function hmacHex(key: Buffer | string, value: string): string {
+  return createHmac('sha256', key).update(value).digest('hex');
+}
+
+/** Constant-time comparison of two strings (of possibly different lengths). */
+export function safeEqual(a: string, b: string): boolean {
+  const ha = createHash('sha256').update(a).digest();
+  const hb = createHash('sha256').update(b).digest();
+  return timingSafeEqual(ha, hb);
+}
