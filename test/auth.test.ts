@@ -1,0 +1,401 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { admin, call, createMerchant, createPayer, type Reply, unique } from './helpers/client.js';
+import { type Lipa, STAGING_OTP, startLipa } from './helpers/harness.js';
+
+const AUTH = '/api/v1/authorization';
+const CONFIRM = '/api/v1/authorization/confirm';
+
+interface OutboxEntry {
+  id: string;
+  type: string;
+  purpose: string;
+  to: string;
+  subject: string | null;
+  content: string;
+}
+
+/** Asserts the error shape of CONTRACT §9: `{error: {code, message}, requestId}` matching X-Request-Id. */
+function assertError(reply: Reply, status: number, code: string): void {
+  assert.equal(reply.status, status, reply.text);
+  assert.equal(reply.body.error.code, code, reply.text);
+  assert.equal(typeof reply.body.error.message, 'string');
+  assert.ok(reply.body.error.message.length > 0);
+  assert.equal(typeof reply.body.requestId, 'string');
+  assert.equal(reply.body.requestId, reply.headers.get('x-request-id'));
+}
+
+function assertTokenReply(reply: Reply, expiresIn = 3600): void {
+  assert.equal(reply.status, 200, reply.text);
+  assert.deepEqual(Object.keys(reply.body).sort(), ['expiresIn', 'token', 'tokenType']);
+  assert.equal(typeof reply.body.token, 'string');
+  assert.ok(reply.body.token.length >= 32);
+  assert.equal(reply.body.tokenType, 'Bearer');
+  assert.equal(reply.body.expiresIn, expiresIn);
+}
+
+function assertRateLimited(reply: Reply): void {
+  assertError(reply, 429, 'rate_limited');
+  const retryAfter = reply.headers.get('retry-after');
+  assert.match(retryAfter ?? '', /^[0-9]+$/);
+  assert.ok(Number(retryAfter) > 0);
+}
+
+const startLogin = (lipa: Lipa, login: string, password: string) => call(lipa.url, 'POST', AUTH, { body: { login, password } });
+const confirm = (lipa: Lipa, login: string, otp: string) => call(lipa.url, 'POST', CONFIRM, { body: { login, otp } });
+
+async function outbox(lipa: Lipa): Promise<OutboxEntry[]> {
+  const reply = await admin(lipa, 'GET', '/api/v1/admin/outbox?limit=200');
+  assert.equal(reply.status, 200, reply.text);
+  return reply.body;
+}
+
+/**
+ * Calls endpoint 1 with the right credentials, asserts its answer, and returns the one OTP
+ * message that the call added to the outbox for `to` (found by id, not by time order).
+ */
+async function loginForOtp(lipa: Lipa, login: string, password: string, to: string): Promise<{ otp: string; message: OutboxEntry }> {
+  const seen = new Set((await outbox(lipa)).map((m) => m.id));
+  const reply = await startLogin(lipa, login, password);
+  assert.equal(reply.status, 200, reply.text);
+  assert.deepEqual(reply.body, { status: 'otp_sent', expiresIn: 300 });
+  const added = (await outbox(lipa)).filter((m) => !seen.has(m.id) && m.to === to && m.purpose === 'otp');
+  assert.equal(added.length, 1, `one OTP message to ${to}`);
+  const message = added[0] as OutboxEntry;
+  const otp = message.content.match(/\b([0-9]{6})\b/)?.[1];
+  assert.ok(otp, `an OTP in: ${message.content}`);
+  return { otp, message };
+}
+
+/** Six-digit codes that are neither the real OTP nor the staging OTP. */
+function wrongOtps(real: string, count: number): string[] {
+  const out: string[] = [];
+  for (let i = 1; out.length < count; i++) {
+    const candidate = String((Number(real) + i) % 1_000_000).padStart(6, '0');
+    if (candidate !== STAGING_OTP && candidate !== real) out.push(candidate);
+  }
+  return out;
+}
+
+function wrongOtp(real: string): string {
+  return wrongOtps(real, 1)[0] as string;
+}
+
+const withoutRequestId = (body: { requestId?: string }) => ({ ...body, requestId: undefined });
+
+const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] as number;
+
+async function timed(fn: () => Promise<Reply>): Promise<{ reply: Reply; ms: number }> {
+  const started = performance.now();
+  const reply = await fn();
+  return { reply, ms: performance.now() - started };
+}
+
+describe('Sessions: endpoints 1 and 2 (staging)', () => {
+  let lipa: Lipa;
+  before(async () => {
+    lipa = await startLipa();
+  });
+  after(() => lipa.close());
+
+  test('a merchant logs in: OTP by email to the login, confirm gives a bearer token that works', async () => {
+    const merchant = await createMerchant(lipa);
+    const { otp, message } = await loginForOtp(lipa, merchant.login, merchant.password, merchant.login);
+    assert.equal(message.type, 'email');
+    assert.match(otp, /^[0-9]{6}$/);
+    const confirmed = await confirm(lipa, merchant.login, otp);
+    assertTokenReply(confirmed);
+    const list = await call(lipa.url, 'GET', '/api/v1/points-of-sale', { token: confirmed.body.token });
+    assert.equal(list.status, 200, list.text);
+    assert.deepEqual(list.body, []);
+  });
+
+  test('merchant logins are case-insensitive at login and at confirm', async () => {
+    const merchant = await createMerchant(lipa);
+    const shouted = merchant.login.toUpperCase();
+    assert.notEqual(shouted, merchant.login);
+    const { otp } = await loginForOtp(lipa, shouted, merchant.password, merchant.login);
+    const confirmed = await confirm(lipa, shouted, otp);
+    assertTokenReply(confirmed);
+    const list = await call(lipa.url, 'GET', '/api/v1/points-of-sale', { token: confirmed.body.token });
+    assert.equal(list.status, 200, list.text);
+  });
+
+  test('a payer logs in with phone and PIN: OTP by SMS to the phone, confirm gives a token', async () => {
+    const payer = await createPayer(lipa);
+    const { otp, message } = await loginForOtp(lipa, payer.phone, payer.pin, payer.phone);
+    assert.equal(message.type, 'sms');
+    assert.equal(message.to, payer.phone);
+    assertTokenReply(await confirm(lipa, payer.phone, otp));
+  });
+
+  test('unknown login and wrong password: same 401 body and about the same time', async () => {
+    const merchant = await createMerchant(lipa);
+    const unknownLogin = `${unique('nobody')}@shop.example`;
+    const unknown: number[] = [];
+    const wrong: number[] = [];
+    let unknownReply: Reply | undefined;
+    let wrongReply: Reply | undefined;
+    for (let i = 0; i < 3; i++) {
+      const u = await timed(() => startLogin(lipa, unknownLogin, merchant.password));
+      const w = await timed(() => startLogin(lipa, merchant.login, `${merchant.password}!`));
+      assertError(u.reply, 401, 'invalid_credentials');
+      assertError(w.reply, 401, 'invalid_credentials');
+      unknown.push(u.ms);
+      wrong.push(w.ms);
+      unknownReply = u.reply;
+      wrongReply = w.reply;
+    }
+    assert.ok(unknownReply && wrongReply);
+    assert.deepEqual(Object.keys(unknownReply.body).sort(), ['error', 'requestId']);
+    assert.deepEqual(withoutRequestId(unknownReply.body), withoutRequestId(wrongReply.body));
+    assert.notEqual(unknownReply.body.requestId, wrongReply.body.requestId);
+    const ratio = median(unknown) / median(wrong);
+    assert.ok(ratio > 0.25 && ratio < 4, `unknown ${unknown.map(Math.round)} ms vs wrong ${wrong.map(Math.round)} ms`);
+  });
+
+  test('a payer with a wrong PIN gets the same 401 as an unknown phone, in about the same time', async () => {
+    const payer = await createPayer(lipa);
+    const unknownPhone = `2547${String(Math.floor(Math.random() * 1e8)).padStart(8, '0')}`;
+    assert.notEqual(unknownPhone, payer.phone);
+    const wrongPin = payer.pin === '0000' ? '1111' : '0000';
+    const unknown: number[] = [];
+    const wrong: number[] = [];
+    let unknownReply: Reply | undefined;
+    let wrongReply: Reply | undefined;
+    for (let i = 0; i < 3; i++) {
+      const u = await timed(() => startLogin(lipa, unknownPhone, payer.pin));
+      const w = await timed(() => startLogin(lipa, payer.phone, wrongPin));
+      assertError(u.reply, 401, 'invalid_credentials');
+      assertError(w.reply, 401, 'invalid_credentials');
+      unknown.push(u.ms);
+      wrong.push(w.ms);
+      unknownReply = u.reply;
+      wrongReply = w.reply;
+    }
+    assert.ok(unknownReply && wrongReply);
+    assert.deepEqual(withoutRequestId(unknownReply.body), withoutRequestId(wrongReply.body));
+    const ratio = median(unknown) / median(wrong);
+    assert.ok(ratio > 0.25 && ratio < 4, `unknown ${unknown.map(Math.round)} ms vs wrong ${wrong.map(Math.round)} ms`);
+  });
+
+  test('an OTP is single-use: the second confirm with it is 401 invalid_otp', async () => {
+    const merchant = await createMerchant(lipa);
+    const { otp } = await loginForOtp(lipa, merchant.login, merchant.password, merchant.login);
+    assertTokenReply(await confirm(lipa, merchant.login, otp));
+    assertError(await confirm(lipa, merchant.login, otp), 401, 'invalid_otp');
+  });
+
+  test('a wrong OTP is 401 and the right one still works afterwards', async () => {
+    const merchant = await createMerchant(lipa);
+    const { otp } = await loginForOtp(lipa, merchant.login, merchant.password, merchant.login);
+    assertError(await confirm(lipa, merchant.login, wrongOtp(otp)), 401, 'invalid_otp');
+    assertTokenReply(await confirm(lipa, merchant.login, otp));
+  });
+
+  test('after 5 wrong OTPs the right one is refused too', async () => {
+    const merchant = await createMerchant(lipa);
+    const { otp } = await loginForOtp(lipa, merchant.login, merchant.password, merchant.login);
+    for (const wrong of wrongOtps(otp, 5)) {
+      assertError(await confirm(lipa, merchant.login, wrong), 401, 'invalid_otp');
+    }
+    assertError(await confirm(lipa, merchant.login, otp), 401, 'invalid_otp');
+    // The staging OTP does not revive a dead challenge either.
+    assertError(await confirm(lipa, merchant.login, STAGING_OTP), 401, 'invalid_otp');
+  });
+
+  test('a new login issues a new OTP and the older one stops working', async () => {
+    const merchant = await createMerchant(lipa);
+    const first = await loginForOtp(lipa, merchant.login, merchant.password, merchant.login);
+    let second = await loginForOtp(lipa, merchant.login, merchant.password, merchant.login);
+    if (second.otp === first.otp) second = await loginForOtp(lipa, merchant.login, merchant.password, merchant.login);
+    assert.notEqual(second.otp, first.otp);
+    assertError(await confirm(lipa, merchant.login, first.otp), 401, 'invalid_otp');
+    assertTokenReply(await confirm(lipa, merchant.login, second.otp));
+  });
+
+  test('confirm without any prior login is 401', async () => {
+    const merchant = await createMerchant(lipa);
+    assertError(await confirm(lipa, merchant.login, '123456'), 401, 'invalid_otp');
+    const payer = await createPayer(lipa);
+    assertError(await confirm(lipa, payer.phone, '123456'), 401, 'invalid_otp');
+  });
+
+  test('the staging OTP works after a successful login, not without one', async () => {
+    const merchant = await createMerchant(lipa);
+    assertError(await confirm(lipa, merchant.login, STAGING_OTP), 401, 'invalid_otp');
+    // A failed login opens nothing either.
+    assertError(await startLogin(lipa, merchant.login, 'not the password'), 401, 'invalid_credentials');
+    assertError(await confirm(lipa, merchant.login, STAGING_OTP), 401, 'invalid_otp');
+    await loginForOtp(lipa, merchant.login, merchant.password, merchant.login);
+    const confirmed = await confirm(lipa, merchant.login, STAGING_OTP);
+    assertTokenReply(confirmed);
+    assert.equal((await call(lipa.url, 'GET', '/api/v1/points-of-sale', { token: confirmed.body.token })).status, 200);
+    // ... and is single-use like the real one.
+    assertError(await confirm(lipa, merchant.login, STAGING_OTP), 401, 'invalid_otp');
+  });
+
+  test('two concurrent confirms with the same OTP: exactly one succeeds', async () => {
+    const merchant = await createMerchant(lipa);
+    const { otp } = await loginForOtp(lipa, merchant.login, merchant.password, merchant.login);
+    const replies = await Promise.all([confirm(lipa, merchant.login, otp), confirm(lipa, merchant.login, otp)]);
+    const ok = replies.filter((r) => r.status === 200);
+    const refused = replies.filter((r) => r.status !== 200);
+    assert.equal(ok.length, 1, replies.map((r) => `${r.status} ${r.text}`).join('\n'));
+    assertTokenReply(ok[0] as Reply);
+    assertError(refused[0] as Reply, 401, 'invalid_otp');
+  });
+
+  test('bearer tokens: none, garbage and wrong kind', async () => {
+    const none = await call(lipa.url, 'GET', '/api/v1/points-of-sale');
+    assertError(none, 401, 'unauthorized');
+    assert.match(none.headers.get('www-authenticate') ?? '', /^Bearer/);
+    const garbage = await call(lipa.url, 'GET', '/api/v1/points-of-sale', { token: 'lipa_mt_not-a-real-token' });
+    assertError(garbage, 401, 'unauthorized');
+    assert.match(garbage.headers.get('www-authenticate') ?? '', /^Bearer/);
+    const notBearer = await call(lipa.url, 'GET', '/api/v1/points-of-sale', { headers: { authorization: 'Basic Zm9vOmJhcg==' } });
+    assertError(notBearer, 401, 'unauthorized');
+
+    const payer = await createPayer(lipa);
+    const { otp } = await loginForOtp(lipa, payer.phone, payer.pin, payer.phone);
+    const confirmed = await confirm(lipa, payer.phone, otp);
+    assertTokenReply(confirmed);
+    const forbidden = await call(lipa.url, 'GET', '/api/v1/points-of-sale', { token: confirmed.body.token });
+    assertError(forbidden, 403, 'forbidden');
+  });
+
+  test('validation: missing or mistyped fields are 422 naming the field', async () => {
+    const cases: Array<{ path: string; body: unknown; field: string }> = [
+      { path: AUTH, body: { password: 'x' }, field: 'login' },
+      { path: AUTH, body: { login: 'a@b.example' }, field: 'password' },
+      { path: AUTH, body: { login: 'a@b.example', password: 1234 }, field: 'password' },
+      { path: AUTH, body: { login: ['a@b.example'], password: 'x' }, field: 'login' },
+      { path: CONFIRM, body: { login: 'a@b.example' }, field: 'otp' },
+      { path: CONFIRM, body: { otp: '123456' }, field: 'login' },
+      { path: CONFIRM, body: { login: 'a@b.example', otp: 534789 }, field: 'otp' },
+      { path: CONFIRM, body: { login: null, otp: '123456' }, field: 'login' },
+    ];
+    for (const { path, body, field } of cases) {
+      const reply = await call(lipa.url, 'POST', path, { body });
+      const label = `${path} ${JSON.stringify(body)}`;
+      assert.equal(reply.status, 422, label);
+      assertError(reply, 422, 'validation_failed');
+      assert.ok(Array.isArray(reply.body.error.details), label);
+      assert.ok(
+        reply.body.error.details.some((d: { field: string; message: string }) => d.field === field && typeof d.message === 'string'),
+        `${label}: ${reply.text}`,
+      );
+    }
+  });
+
+  test('login flood: 10 wrong passwords, then 429 with Retry-After even with the right password', async () => {
+    const merchant = await createMerchant(lipa);
+    for (let i = 0; i < 10; i++) {
+      assertError(await startLogin(lipa, merchant.login, `wrong-${i}`), 401, 'invalid_credentials');
+    }
+    assertRateLimited(await startLogin(lipa, merchant.login, merchant.password));
+    assertRateLimited(await confirm(lipa, merchant.login, STAGING_OTP));
+    // The same login in other letter case is the same login.
+    assertRateLimited(await startLogin(lipa, merchant.login.toUpperCase(), merchant.password));
+
+    // Another login is not throttled by those failures.
+    const other = await createMerchant(lipa);
+    const { otp } = await loginForOtp(lipa, other.login, other.password, other.login);
+    assertTokenReply(await confirm(lipa, other.login, otp));
+  });
+
+  test('login flood: wrong OTPs count too', async () => {
+    const merchant = await createMerchant(lipa);
+    const { otp } = await loginForOtp(lipa, merchant.login, merchant.password, merchant.login);
+    for (const wrong of wrongOtps(otp, 10)) {
+      assertError(await confirm(lipa, merchant.login, wrong), 401, 'invalid_otp');
+    }
+    assertRateLimited(await startLogin(lipa, merchant.login, merchant.password));
+    assertRateLimited(await confirm(lipa, merchant.login, otp));
+  });
+
+  test('login flood: a payer is throttled the same way', async () => {
+    const payer = await createPayer(lipa);
+    const wrongPin = payer.pin === '9999' ? '8888' : '9999';
+    for (let i = 0; i < 10; i++) {
+      assertError(await startLogin(lipa, payer.phone, wrongPin), 401, 'invalid_credentials');
+    }
+    assertRateLimited(await startLogin(lipa, payer.phone, payer.pin));
+  });
+});
+
+describe('Sessions in production', () => {
+  let lipa: Lipa;
+  before(async () => {
+    lipa = await startLipa({ LIPA_ENV: 'production', LIPA_MASTER_KEY: 'a1'.repeat(32), MOCK_PORT: '0' });
+  });
+  after(() => lipa.close());
+
+  test('the staging OTP is refused; the OTP really sent works', async () => {
+    const merchant = await createMerchant(lipa);
+    const { otp } = await loginForOtp(lipa, merchant.login, merchant.password, merchant.login);
+    assert.notEqual(otp, STAGING_OTP);
+    assertError(await confirm(lipa, merchant.login, STAGING_OTP), 401, 'invalid_otp');
+    const confirmed = await confirm(lipa, merchant.login, otp);
+    assertTokenReply(confirmed);
+    assert.equal((await call(lipa.url, 'GET', '/api/v1/points-of-sale', { token: confirmed.body.token })).status, 200);
+  });
+
+  test('the staging OTP is refused for a payer too', async () => {
+    const payer = await createPayer(lipa);
+    const { otp } = await loginForOtp(lipa, payer.phone, payer.pin, payer.phone);
+    assertError(await confirm(lipa, payer.phone, STAGING_OTP), 401, 'invalid_otp');
+    assertTokenReply(await confirm(lipa, payer.phone, otp));
+  });
+});
+
+describe('Session expiry', () => {
+  let lipa: Lipa;
+  before(async () => {
+    lipa = await startLipa({ TOKEN_TTL_SECONDS: '1' });
+  });
+  after(() => lipa.close());
+
+  test('an expired token is 401 unauthorized with WWW-Authenticate', async () => {
+    const merchant = await createMerchant(lipa);
+    const { otp } = await loginForOtp(lipa, merchant.login, merchant.password, merchant.login);
+    const confirmed = await confirm(lipa, merchant.login, otp);
+    assertTokenReply(confirmed, 1);
+    const token: string = confirmed.body.token;
+    assert.equal((await call(lipa.url, 'GET', '/api/v1/points-of-sale', { token })).status, 200);
+    await new Promise((resolve) => setTimeout(resolve, 1200));
+    const expired = await call(lipa.url, 'GET', '/api/v1/points-of-sale', { token });
+    assertError(expired, 401, 'unauthorized');
+    assert.match(expired.headers.get('www-authenticate') ?? '', /^Bearer/);
+  });
+});
+
+describe('Per-IP limit on endpoints 1 and 2', () => {
+  let lipa: Lipa;
+  before(async () => {
+    lipa = await startLipa({ RATE_LIMIT_AUTH_IP_PER_MIN: '5' });
+  });
+  after(() => lipa.close());
+
+  test('the 6th request in a minute is 429 with Retry-After; other endpoints are not limited', async () => {
+    const merchant = await createMerchant(lipa);
+    const payer = await createPayer(lipa);
+    // Five requests across both endpoints and two logins, all admitted.
+    const { otp } = await loginForOtp(lipa, merchant.login, merchant.password, merchant.login);
+    assertTokenReply(await confirm(lipa, merchant.login, otp));
+    assertError(await startLogin(lipa, payer.phone, payer.pin === '0000' ? '1111' : '0000'), 401, 'invalid_credentials');
+    assert.equal((await startLogin(lipa, payer.phone, payer.pin)).status, 200);
+    assertTokenReply(await confirm(lipa, payer.phone, STAGING_OTP));
+
+    const limited = await startLogin(lipa, merchant.login, merchant.password);
+    assertRateLimited(limited);
+    assert.ok(Number(limited.headers.get('retry-after')) <= 60);
+    assertRateLimited(await confirm(lipa, payer.phone, STAGING_OTP));
+
+    for (let i = 0; i < 8; i++) {
+      const categories = await call(lipa.url, 'GET', '/api/v1/categories');
+      assert.equal(categories.status, 200, categories.text);
+      assert.ok(Array.isArray(categories.body));
+    }
+  });
+});

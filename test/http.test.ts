@@ -1,0 +1,90 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { call } from './helpers/client.js';
+import { type Lipa, startLipa } from './helpers/harness.js';
+
+describe('HTTP hygiene', () => {
+  let lipa: Lipa;
+  before(async () => {
+    lipa = await startLipa();
+  });
+  after(() => lipa.close());
+
+  test('an unknown path answers 404 in the error shape, with X-Request-Id', async () => {
+    const reply = await call(lipa.url, 'GET', '/api/v1/nothing-here');
+    assert.equal(reply.status, 404);
+    assert.equal(reply.body.error.code, 'not_found');
+    assert.equal(typeof reply.body.error.message, 'string');
+    assert.equal(reply.body.requestId, reply.headers.get('x-request-id'));
+  });
+
+  test('a known path with the wrong method answers 405 with Allow', async () => {
+    const reply = await call(lipa.url, 'DELETE', '/api/v1/authorization');
+    assert.equal(reply.status, 405);
+    assert.equal(reply.body.error.code, 'method_not_allowed');
+    assert.equal(reply.headers.get('allow'), 'POST');
+  });
+
+  test('a safe incoming X-Request-Id is kept; an unsafe one is replaced', async () => {
+    const kept = await call(lipa.url, 'GET', '/health', { headers: { 'x-request-id': 'abc-123' } });
+    assert.equal(kept.headers.get('x-request-id'), 'abc-123');
+    const replaced = await call(lipa.url, 'GET', '/health', { headers: { 'x-request-id': 'bad id\twith spaces' } });
+    assert.notEqual(replaced.headers.get('x-request-id'), 'bad id\twith spaces');
+    assert.match(replaced.headers.get('x-request-id') ?? '', /^[0-9a-f-]{36}$/);
+  });
+
+  test('malformed JSON answers 422 invalid_json, never 500', async () => {
+    for (const raw of ['{"login":', '{', 'nope', '[1,2', '"\\u00"']) {
+      const reply = await call(lipa.url, 'POST', '/api/v1/authorization', { raw });
+      assert.equal(reply.status, 422, raw);
+      assert.equal(reply.body.error.code, 'invalid_json', raw);
+    }
+  });
+
+  test('__proto__ and constructor.prototype keys are refused', async () => {
+    const proto = await call(lipa.url, 'POST', '/api/v1/authorization', { raw: '{"login":"a@b.c","password":"x","__proto__":{"admin":true}}' });
+    assert.equal(proto.status, 422);
+    assert.equal(proto.body.error.code, 'invalid_json');
+    const ctor = await call(lipa.url, 'POST', '/api/v1/authorization', { raw: '{"login":"a@b.c","password":"x","constructor":{"prototype":{"admin":true}}}' });
+    assert.equal(ctor.status, 422);
+  });
+
+  test('a body over 64 KiB answers 413', async () => {
+    const reply = await call(lipa.url, 'POST', '/api/v1/authorization', { body: { login: 'a@b.c', password: 'x'.repeat(70 * 1024) } });
+    assert.equal(reply.status, 413);
+    assert.equal(reply.body.error.code, 'payload_too_large');
+  });
+
+  test('a body that is not JSON answers 415', async () => {
+    const reply = await call(lipa.url, 'POST', '/api/v1/authorization', { raw: 'login=a', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    assert.equal(reply.status, 415);
+    assert.equal(reply.body.error.code, 'unsupported_media_type');
+  });
+
+  test('wrong JSON types answer 422 with the field named', async () => {
+    const reply = await call(lipa.url, 'POST', '/api/v1/authorization', { body: { login: 42, password: 'x' } });
+    assert.equal(reply.status, 422);
+    assert.equal(reply.body.error.code, 'validation_failed');
+    assert.deepEqual(reply.body.error.details[0].field, 'login');
+  });
+
+  test('health, readiness, OpenAPI and docs answer', async () => {
+    assert.deepEqual((await call(lipa.url, 'GET', '/health')).body, { status: 'ok' });
+    assert.deepEqual((await call(lipa.url, 'GET', '/ready')).body, { status: 'ready' });
+    const openapi = await call(lipa.url, 'GET', '/openapi.json');
+    assert.equal(openapi.status, 200);
+    assert.equal(openapi.body.openapi, '3.0.3');
+    for (const path of ['/api/v1/authorization', '/api/v1/authorization/confirm', '/api/v1/points-of-sale', '/api/v1/api-keys', '/api/v1/admin/merchants']) {
+      assert.ok(openapi.body.paths[path], `openapi documents ${path}`);
+    }
+    const docs = await fetch(`${lipa.url}/docs/`);
+    assert.equal(docs.status, 200);
+    assert.match(await docs.text(), /swagger/i);
+  });
+
+  test('API answers are not cached and not sniffed', async () => {
+    const reply = await call(lipa.url, 'GET', '/api/v1/categories');
+    assert.equal(reply.headers.get('cache-control'), 'no-store');
+    assert.equal(reply.headers.get('x-content-type-options'), 'nosniff');
+  });
+});

@@ -1,0 +1,416 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { after, before, describe, test } from 'node:test';
+import { promisify } from 'node:util';
+import { accountId, balanceOf, CASH_IN_OWNER, checkLedger } from '../src/ledger/ledger.js';
+import { admin, call, createMerchant, createPayer, login, type Reply, unique, uniquePhone } from './helpers/client.js';
+import { ADMIN_TOKEN, type Lipa, startLipa } from './helpers/harness.js';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const ROOT = new URL('..', import.meta.url).pathname;
+const run = promisify(execFile);
+
+/** The one error body of CONTRACT §9, with the field named in details when one is given. */
+function assertError(reply: Reply, status: number, code: string, field?: string): void {
+  assert.equal(reply.status, status, reply.text);
+  assert.deepEqual(Object.keys(reply.body).sort(), ['error', 'requestId'], reply.text);
+  assert.equal(reply.body.error.code, code, reply.text);
+  assert.equal(typeof reply.body.error.message, 'string');
+  assert.ok(reply.body.error.message.length > 0);
+  assert.equal(reply.body.requestId, reply.headers.get('x-request-id'));
+  if (field !== undefined) {
+    const details = reply.body.error.details as Array<{ field: string; message: string }>;
+    assert.ok(Array.isArray(details) && details.length > 0, reply.text);
+    assert.ok(
+      details.some((d) => d.field === field),
+      `details should name ${field}: ${reply.text}`,
+    );
+  }
+}
+
+function assertIso(value: unknown): void {
+  assert.equal(typeof value, 'string');
+  assert.equal(new Date(value as string).toISOString(), value);
+}
+
+const newMerchant = (lipa: Lipa, body: unknown) => admin(lipa, 'POST', '/api/v1/admin/merchants', body);
+const newPayer = (lipa: Lipa, body: unknown) => admin(lipa, 'POST', '/api/v1/admin/payers', body);
+const depositTo = (lipa: Lipa, phone: string, amount: unknown) => admin(lipa, 'POST', `/api/v1/admin/payers/${phone}/deposits`, { amount });
+const payerBody = (overrides: Record<string, unknown> = {}) => ({ phone: uniquePhone(), name: 'Wanjiru', pin: '1357', ...overrides });
+
+async function walletBalance(lipa: Lipa, phone: string): Promise<number | undefined> {
+  const payer = await lipa.ctx.store.db.selectFrom('payers').select('id').where('phone', '=', phone).executeTakeFirst();
+  if (!payer) return undefined;
+  return balanceOf(lipa.ctx.store.db, accountId('wallet', payer.id));
+}
+
+describe('operator API (CONTRACT §2)', () => {
+  let lipa: Lipa;
+  before(async () => {
+    lipa = await startLipa();
+  });
+  after(() => lipa.close());
+
+  test('POST /admin/merchants answers 201 {merchantId, login, name}, never the password', async () => {
+    const input = { login: `${unique('shop')}@duka.example`, password: 'a long enough password', name: 'Duka la Mama' };
+    const reply = await newMerchant(lipa, input);
+    assert.equal(reply.status, 201, reply.text);
+    assert.deepEqual(Object.keys(reply.body).sort(), ['login', 'merchantId', 'name']);
+    assert.match(reply.body.merchantId, UUID);
+    assert.equal(reply.body.login, input.login);
+    assert.equal(reply.body.name, input.name);
+    assert.ok(!reply.text.includes(input.password));
+    const row = await lipa.ctx.store.db
+      .selectFrom('merchants')
+      .selectAll()
+      .where('id', '=', reply.body.merchantId)
+      .executeTakeFirstOrThrow();
+    assert.ok(!row.password_hash.includes(input.password), 'the password is stored hashed');
+    // The new merchant can log in.
+    assert.equal(typeof (await login(lipa, input.login, input.password)), 'string');
+  });
+
+  test('a duplicate login, also differing only in case, answers 409 login_taken', async () => {
+    const loginName = `${unique('dup')}@duka.example`;
+    const first = await newMerchant(lipa, { login: loginName, password: 'password-1', name: 'First' });
+    assert.equal(first.status, 201, first.text);
+    assertError(await newMerchant(lipa, { login: loginName, password: 'password-2', name: 'Second' }), 409, 'login_taken');
+    assertError(await newMerchant(lipa, { login: loginName.toUpperCase(), password: 'password-3', name: 'Third' }), 409, 'login_taken');
+    const rows = await lipa.ctx.store.db.selectFrom('merchants').select('name').where('login', '=', loginName).execute();
+    assert.deepEqual(rows, [{ name: 'First' }]);
+  });
+
+  test('a bad email, a short password or a missing name answers 422 naming the field', async () => {
+    const good = () => ({ login: `${unique('v')}@duka.example`, password: 'long enough', name: 'Valid' });
+    const cases: Array<[string, Record<string, unknown>]> = [
+      ['login', { login: 'not-an-email' }],
+      ['login', { login: 'two@@duka.example' }],
+      ['login', { login: 42 }],
+      ['password', { password: '1234567' }],
+      ['password', { password: 12345678 }],
+      ['name', { name: undefined }],
+      ['name', { name: '' }],
+      ['login', { login: undefined }],
+      ['password', { password: undefined }],
+    ];
+    for (const [field, override] of cases) {
+      const body = { ...good(), ...override };
+      const reply = await newMerchant(lipa, body);
+      assertError(reply, 422, 'validation_failed', field);
+      if (typeof body.login === 'string') {
+        const stored = await lipa.ctx.store.db.selectFrom('merchants').select('id').where('login', '=', body.login.toLowerCase()).execute();
+        assert.deepEqual(stored, [], `nothing created for ${JSON.stringify(override)}`);
+      }
+    }
+    // Exactly 8 characters is long enough.
+    const eight = await newMerchant(lipa, { ...good(), password: '12345678' });
+    assert.equal(eight.status, 201, eight.text);
+  });
+
+  test('no token or a wrong token answers 401 on every admin route, and changes nothing', async () => {
+    const phone = uniquePhone();
+    await createPayer(lipa, { phone, balance: 5 });
+    const loginName = `${unique('anon')}@duka.example`;
+    const routes: Array<[string, string, unknown]> = [
+      ['POST', '/api/v1/admin/merchants', { login: loginName, password: 'password-ok', name: 'Anon' }],
+      ['POST', '/api/v1/admin/payers', payerBody({ phone: '254799999999' })],
+      ['POST', `/api/v1/admin/payers/${phone}/deposits`, { amount: 100 }],
+      ['GET', '/api/v1/admin/outbox', undefined],
+    ];
+    const badHeaders: Array<Record<string, string>> = [
+      {},
+      { authorization: 'Bearer wrong-token-0123456789' },
+      { authorization: `Bearer ${ADMIN_TOKEN}x` },
+      { authorization: `Bearer ${ADMIN_TOKEN.slice(0, -1)}` },
+      { authorization: `Basic ${ADMIN_TOKEN}` },
+      { authorization: ADMIN_TOKEN },
+    ];
+    for (const [method, path, body] of routes) {
+      for (const headers of badHeaders) {
+        const reply = await call(lipa.url, method, path, { body, headers });
+        assertError(reply, 401, 'unauthorized');
+        assert.match(reply.headers.get('www-authenticate') ?? '', /^Bearer/);
+      }
+    }
+    // A merchant's own session token is not the operator token either.
+    const merchant = await createMerchant(lipa);
+    const merchantToken = await login(lipa, merchant.login, merchant.password);
+    assertError(await call(lipa.url, 'GET', '/api/v1/admin/outbox', { token: merchantToken }), 401, 'unauthorized');
+
+    assert.equal(await walletBalance(lipa, phone), 500);
+    assert.equal(await walletBalance(lipa, '254799999999'), undefined);
+    assert.deepEqual(await lipa.ctx.store.db.selectFrom('merchants').select('id').where('login', '=', loginName).execute(), []);
+  });
+
+  test('POST /admin/payers answers 201 {payerId, phone, balance}; balance is optional (0)', async () => {
+    const withBalance = payerBody({ balance: 250.5 });
+    const reply = await newPayer(lipa, withBalance);
+    assert.equal(reply.status, 201, reply.text);
+    assert.deepEqual(Object.keys(reply.body).sort(), ['balance', 'payerId', 'phone']);
+    assert.match(reply.body.payerId, UUID);
+    assert.equal(reply.body.phone, withBalance.phone);
+    assert.equal(reply.body.balance, 250.5);
+    assert.ok(!reply.text.includes(withBalance.pin));
+    assert.equal(await walletBalance(lipa, withBalance.phone), 25050);
+
+    const without = payerBody();
+    const noBalance = await newPayer(lipa, without);
+    assert.equal(noBalance.status, 201, noBalance.text);
+    assert.deepEqual(noBalance.body, { payerId: noBalance.body.payerId, phone: without.phone, balance: 0 });
+    assert.equal(await walletBalance(lipa, without.phone), 0);
+
+    const zero = await newPayer(lipa, payerBody({ balance: 0 }));
+    assert.equal(zero.status, 201, zero.text);
+    assert.equal(zero.body.balance, 0);
+
+    // Boundaries: 8 and 15 digits, 4- and 6-digit PINs.
+    for (const [phone, pin] of [
+      [String(Date.now()).slice(-8), '1234'],
+      [`2547${String(Date.now()).slice(-11)}`, '123456'],
+    ]) {
+      const edge = await newPayer(lipa, payerBody({ phone, pin }));
+      assert.equal(edge.status, 201, edge.text);
+    }
+  });
+
+  test('a duplicate phone answers 409 phone_taken and leaves the first wallet alone', async () => {
+    const body = payerBody({ balance: 10 });
+    assert.equal((await newPayer(lipa, body)).status, 201);
+    assertError(await newPayer(lipa, { ...body, name: 'Impostor', pin: '9999', balance: 99999 }), 409, 'phone_taken');
+    assert.equal(await walletBalance(lipa, body.phone), 1000);
+    const rows = await lipa.ctx.store.db.selectFrom('payers').select('name').where('phone', '=', body.phone).execute();
+    assert.deepEqual(rows, [{ name: 'Wanjiru' }]);
+  });
+
+  test('a bad phone, PIN or balance answers 422 naming the field; nothing is created', async () => {
+    const cases: Array<[string, Record<string, unknown>]> = [
+      ['phone', { phone: `+${uniquePhone()}` }],
+      ['phone', { phone: '2547abc12345' }],
+      ['phone', { phone: '1234567' }],
+      ['phone', { phone: '1234567890123456' }],
+      ['phone', { phone: 254712345678 }],
+      ['pin', { pin: '123' }],
+      ['pin', { pin: '1234567' }],
+      ['pin', { pin: 'abcd' }],
+      ['pin', { pin: 1234 }],
+      ['balance', { balance: -1 }],
+      ['balance', { balance: -0.01 }],
+      ['balance', { balance: 10.123 }],
+      ['balance', { balance: '100' }],
+      ['name', { name: '' }],
+    ];
+    for (const [field, override] of cases) {
+      const body = payerBody(override);
+      assertError(await newPayer(lipa, body), 422, 'validation_failed', field);
+      if (typeof body.phone === 'string') {
+        const stored = await lipa.ctx.store.db.selectFrom('payers').select('id').where('phone', '=', body.phone).execute();
+        assert.deepEqual(stored, [], `nothing created for ${JSON.stringify(override)}`);
+      }
+    }
+    // The phone refused with a 3-decimal balance is still free.
+    const body = payerBody({ balance: 1.005 });
+    assertError(await newPayer(lipa, body), 422, 'validation_failed', 'balance');
+    const retry = await newPayer(lipa, { ...body, balance: 1.01 });
+    assert.equal(retry.status, 201, retry.text);
+    assert.equal(retry.body.balance, 1.01);
+  });
+
+  test('deposits answer 200 {phone, balance} and add exactly', async () => {
+    const payer = await createPayer(lipa, { balance: 1000.1 });
+    const reply = await depositTo(lipa, payer.phone, 0.2);
+    assert.equal(reply.status, 200, reply.text);
+    assert.deepEqual(reply.body, { phone: payer.phone, balance: 1000.3 });
+    assert.equal(await walletBalance(lipa, payer.phone), 100030);
+
+    const small = await createPayer(lipa, { balance: 0.1 });
+    assert.deepEqual((await depositTo(lipa, small.phone, 0.2)).body, { phone: small.phone, balance: 0.3 });
+    for (let i = 0; i < 7; i++) assert.equal((await depositTo(lipa, small.phone, 0.1)).status, 200);
+    assert.deepEqual((await depositTo(lipa, small.phone, 0.07)).body, { phone: small.phone, balance: 1.07 });
+
+    const big = await createPayer(lipa, { balance: 1234567.89 });
+    assert.deepEqual((await depositTo(lipa, big.phone, 0.11)).body, { phone: big.phone, balance: 1234568 });
+    assert.deepEqual((await depositTo(lipa, big.phone, 4.56)).body, { phone: big.phone, balance: 1234572.56 });
+
+    const empty = await createPayer(lipa, { balance: 0 });
+    assert.deepEqual((await depositTo(lipa, empty.phone, 1.15)).body, { phone: empty.phone, balance: 1.15 });
+    assert.deepEqual((await depositTo(lipa, empty.phone, 2.3)).body, { phone: empty.phone, balance: 3.45 });
+  });
+
+  test('concurrent deposits to one wallet are all counted', async () => {
+    const payer = await createPayer(lipa, { balance: 0 });
+    const replies = await Promise.all(Array.from({ length: 20 }, () => depositTo(lipa, payer.phone, 0.01)));
+    for (const reply of replies) assert.equal(reply.status, 200, reply.text);
+    assert.equal(await walletBalance(lipa, payer.phone), 20);
+    assert.deepEqual((await depositTo(lipa, payer.phone, 0.8)).body, { phone: payer.phone, balance: 1 });
+  });
+
+  test('a deposit to an unknown phone answers 404; a bad amount 422; the balance is unchanged', async () => {
+    let unknown = uniquePhone();
+    while ((await walletBalance(lipa, unknown)) !== undefined) unknown = uniquePhone();
+    assertError(await depositTo(lipa, unknown, 10), 404, 'not_found');
+    assert.equal(await walletBalance(lipa, unknown), undefined);
+
+    const payer = await createPayer(lipa, { balance: 50 });
+    for (const amount of [0, -1, -0.01, 1.234, 0.001, '10', null, true]) {
+      assertError(await depositTo(lipa, payer.phone, amount), 422, 'validation_failed', 'amount');
+    }
+    assertError(await admin(lipa, 'POST', `/api/v1/admin/payers/${payer.phone}/deposits`, {}), 422, 'validation_failed', 'amount');
+    assertError(await depositTo(lipa, `%2B${payer.phone}`, 10), 422, 'validation_failed', 'phone');
+    assert.equal(await walletBalance(lipa, payer.phone), 5000);
+  });
+
+  test('GET /api/v1/categories (no auth) lists at least 20 real MCCs with stable UUIDs', async () => {
+    const reply = await call(lipa.url, 'GET', '/api/v1/categories');
+    assert.equal(reply.status, 200, reply.text);
+    assert.ok(Array.isArray(reply.body));
+    assert.ok(reply.body.length >= 20, `only ${reply.body.length} categories`);
+    for (const category of reply.body) {
+      assert.deepEqual(Object.keys(category).sort(), ['categoryId', 'mcc', 'name']);
+      assert.match(category.categoryId, UUID);
+      assert.match(category.mcc, /^[0-9]{4}$/);
+      assert.equal(typeof category.name, 'string');
+      assert.ok(category.name.trim().length > 0);
+    }
+    const ids = reply.body.map((c: { categoryId: string }) => c.categoryId);
+    const mccs = reply.body.map((c: { mcc: string }) => c.mcc);
+    assert.equal(new Set(ids).size, ids.length, 'ids are unique');
+    assert.equal(new Set(mccs).size, mccs.length, 'MCCs are unique');
+    const grocery = reply.body.find((c: { mcc: string }) => c.mcc === '5411');
+    assert.equal(grocery?.categoryId, '134a3105-73c3-50da-bf62-14670019ccda');
+    assert.match(grocery?.name ?? '', /grocer/i);
+
+    // A second, fresh database gives the very same ids.
+    const other = await startLipa();
+    try {
+      const again = await call(other.url, 'GET', '/api/v1/categories');
+      assert.equal(again.status, 200);
+      assert.deepEqual(again.body, reply.body);
+    } finally {
+      await other.close();
+    }
+  });
+
+  test('GET /api/v1/admin/outbox lists what was sent, newest first', async () => {
+    const first = await createMerchant(lipa);
+    const second = await createMerchant(lipa);
+    await call(lipa.url, 'POST', '/api/v1/authorization', { body: { login: first.login, password: first.password } });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await call(lipa.url, 'POST', '/api/v1/authorization', { body: { login: second.login, password: second.password } });
+
+    const reply = await admin(lipa, 'GET', '/api/v1/admin/outbox?limit=200');
+    assert.equal(reply.status, 200, reply.text);
+    assert.ok(Array.isArray(reply.body));
+    const times = reply.body.map((m: { createdAt: string }) => Date.parse(m.createdAt));
+    for (let i = 1; i < times.length; i++) assert.ok(times[i - 1] >= times[i], `message ${i} is not older than message ${i - 1}`);
+    const iFirst = reply.body.findIndex((m: { to: string }) => m.to === first.login);
+    const iSecond = reply.body.findIndex((m: { to: string }) => m.to === second.login);
+    assert.ok(iFirst >= 0 && iSecond >= 0, 'both OTP emails are in the outbox');
+    assert.ok(iSecond < iFirst, 'the newer message comes first');
+    const message = reply.body[iSecond];
+    assert.deepEqual(Object.keys(message).sort(), ['content', 'createdAt', 'id', 'purpose', 'status', 'subject', 'to', 'type']);
+    assert.equal(message.type, 'email');
+    assert.equal(message.purpose, 'otp');
+    assert.equal(typeof message.subject, 'string');
+    assert.match(message.content, /\b[0-9]{6}\b/);
+    assert.equal(message.status, 'delivered');
+    assertIso(message.createdAt);
+
+    const limited = await admin(lipa, 'GET', '/api/v1/admin/outbox?limit=1');
+    assert.equal(limited.status, 200);
+    assert.equal(limited.body.length, 1);
+    assert.deepEqual(limited.body[0], reply.body[0]);
+  });
+});
+
+describe('ledger after payers and deposits', () => {
+  let lipa: Lipa;
+  before(async () => {
+    lipa = await startLipa();
+  });
+  after(() => lipa.close());
+
+  test('checkLedger balances and cash-in is minus the sum of all deposits', async () => {
+    const db = lipa.ctx.store.db;
+    const cashIn = accountId('cash_in', CASH_IN_OWNER);
+    const start = await checkLedger(db);
+    assert.deepEqual(start, { total: 0, mismatched: [], negative: [], unbalanced: [] });
+    const cashInBefore = (await balanceOf(db, cashIn)) ?? 0;
+
+    // Minor units deposited by this test: opening balances and cash-ins.
+    let deposited = 0;
+    const plan: Array<{ balance: number; deposits: number[] }> = [
+      { balance: 1000.1, deposits: [0.2, 0.1, 0.01] },
+      { balance: 0, deposits: [0.3, 0.3, 0.3] },
+      { balance: 99.99, deposits: [0.01] },
+      { balance: 12.34, deposits: [] },
+    ];
+    const phones: string[] = [];
+    for (const { balance, deposits } of plan) {
+      const payer = await createPayer(lipa, { balance });
+      phones.push(payer.phone);
+      deposited += Math.round(balance * 100);
+      for (const amount of deposits) {
+        const reply = await depositTo(lipa, payer.phone, amount);
+        assert.equal(reply.status, 200, reply.text);
+        deposited += Math.round(amount * 100);
+      }
+    }
+    // A refused deposit moves nothing.
+    assert.equal((await depositTo(lipa, phones[0] as string, 1.001)).status, 422);
+
+    const report = await checkLedger(db);
+    assert.deepEqual(report, { total: 0, mismatched: [], negative: [], unbalanced: [] });
+    assert.equal(await balanceOf(db, cashIn), cashInBefore - deposited);
+
+    const wallets = await Promise.all(phones.map((phone) => walletBalance(lipa, phone)));
+    assert.deepEqual(wallets, [100041, 90, 10000, 1234]);
+    assert.equal(
+      wallets.reduce((sum: number, w) => sum + (w ?? 0), 0),
+      deposited,
+    );
+  });
+});
+
+describe('operator CLI', () => {
+  let lipa: Lipa;
+  before(async () => {
+    lipa = await startLipa();
+  });
+  after(() => lipa.close());
+
+  const cli = (args: string[]) =>
+    run(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
+      cwd: ROOT,
+      env: { ...process.env, DATABASE_URL: lipa.databaseUrl, ADMIN_TOKEN: 'cli-admin-token-0123456789', LIPA_ENV: 'staging' },
+      timeout: 30_000,
+    });
+
+  test('--help exits 0 and lists the commands', async () => {
+    const { stdout } = await cli(['--help']);
+    for (const command of ['merchant create', 'payer create', 'payer deposit'])
+      assert.ok(stdout.includes(command), `help lists ${command}`);
+  });
+
+  test('merchant create prints JSON, the merchant can log in over HTTP, and a duplicate exits 1', async () => {
+    const input = { login: `${unique('cli')}@duka.example`, password: 'from the shell', name: 'CLI Duka' };
+    const args = ['merchant', 'create', '--login', input.login, '--password', input.password, '--name', input.name];
+    const { stdout } = await cli(args);
+    const created = JSON.parse(stdout);
+    assert.match(created.merchantId, UUID);
+    assert.equal(created.login, input.login);
+    assert.equal(created.name, input.name);
+
+    const token = await login(lipa, input.login, input.password);
+    const pos = await call(lipa.url, 'GET', '/api/v1/points-of-sale', { token });
+    assert.equal(pos.status, 200, pos.text);
+    assert.deepEqual(pos.body, []);
+
+    await assert.rejects(cli(args), (error: Error & { code?: number; stdout?: string; stderr?: string }) => {
+      assert.equal(error.code, 1);
+      assert.equal(error.stdout, '');
+      assert.match(error.stderr ?? '', /already exists/);
+      assert.ok((error.stderr ?? '').includes(input.login));
+      return true;
+    });
+  });
+});

@@ -1,0 +1,111 @@
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { request as httpRequest } from 'node:http';
+import { createServer } from 'node:net';
+import { after, describe, test } from 'node:test';
+import { ADMIN_TOKEN, freshDatabase, type TestDatabase } from './helpers/harness.js';
+
+/** The real program, as `npm start` runs it (from source, through tsx). */
+const MAIN = ['--import', 'tsx', 'src/main.ts'];
+const MASTER_KEY = 'ab'.repeat(32);
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+function runToExit(env: Record<string, string>) {
+  return spawnSync(process.execPath, MAIN, { env: { PATH: process.env.PATH ?? '', ...env }, encoding: 'utf8', timeout: 20_000 });
+}
+
+async function waitUntilUp(url: string, child: ChildProcess): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    if (child.exitCode !== null) throw new Error(`service exited with ${child.exitCode}`);
+    try {
+      if ((await fetch(`${url}/health`)).ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error('service did not start');
+}
+
+describe('the service process', () => {
+  const databases: TestDatabase[] = [];
+  after(async () => {
+    for (const database of databases) await database.drop();
+  });
+
+  test('production refuses to start without ADMIN_TOKEN, with one clear line', () => {
+    const result = runToExit({ LIPA_ENV: 'production', LIPA_MASTER_KEY: MASTER_KEY, DATABASE_URL: 'file::memory:' });
+    assert.equal(result.status, 1);
+    assert.equal(result.stderr.trim().split('\n').length, 1);
+    assert.match(result.stderr, /ADMIN_TOKEN/);
+  });
+
+  test('production refuses to start without LIPA_MASTER_KEY', () => {
+    const result = runToExit({ LIPA_ENV: 'production', ADMIN_TOKEN, DATABASE_URL: 'file::memory:' });
+    assert.equal(result.status, 1);
+    assert.match(result.stderr, /LIPA_MASTER_KEY/);
+  });
+
+  test('production refuses to start when STAGING_OTP is set', () => {
+    const result = runToExit({ LIPA_ENV: 'production', ADMIN_TOKEN, LIPA_MASTER_KEY: MASTER_KEY, STAGING_OTP: '111111', DATABASE_URL: 'file::memory:' });
+    assert.equal(result.status, 1);
+    assert.match(result.stderr, /STAGING_OTP/);
+  });
+
+  test('a malformed setting is named', () => {
+    const result = runToExit({ PORT: 'eighty', DATABASE_URL: 'file::memory:' });
+    assert.equal(result.status, 1);
+    assert.match(result.stderr, /PORT must be/);
+  });
+
+  test('SIGTERM drains in-flight requests and exits 0', async () => {
+    const database = await freshDatabase();
+    databases.push(database);
+    const port = await freePort();
+    const mockPort = await freePort();
+    const child = spawn(process.execPath, MAIN, {
+      env: { PATH: process.env.PATH ?? '', PORT: String(port), MOCK_PORT: String(mockPort), DATABASE_URL: database.url, ADMIN_TOKEN, LOG_LEVEL: 'warn' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr?.on('data', (chunk) => {
+      stderr += chunk;
+    });
+    const url = `http://127.0.0.1:${port}`;
+    await waitUntilUp(url, child);
+    assert.equal((await fetch(`http://127.0.0.1:${mockPort}/api/v1/authorization/confirm`, { method: 'POST' })).status, 422, 'the mock listener is up');
+
+    // A request whose body is still arriving when SIGTERM comes is in flight: it must be answered.
+    const body = JSON.stringify({ login: 'nobody@x.example', password: 'not the password' });
+    const request = httpRequest(`${url}/api/v1/authorization`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+    });
+    const answered = new Promise<number | undefined>((resolve, reject) => {
+      request.on('response', (response) => {
+        response.resume();
+        resolve(response.statusCode);
+      });
+      request.on('error', reject);
+    });
+    request.write(body.slice(0, 10));
+    await new Promise((r) => setTimeout(r, 150));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    child.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 150));
+    assert.equal(child.exitCode, null, 'still draining while a request is in flight');
+    request.end(body.slice(10));
+    assert.equal(await answered, 401, 'the in-flight request was answered');
+    assert.equal(await exited, 0, stderr);
+    await assert.rejects(fetch(`${url}/health`), 'no longer listening');
+  });
+});

@@ -1,0 +1,66 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { sql } from 'kysely';
+import { call, createPayer, lastOtpSentTo, login, merchantSession, payerToken } from './helpers/client.js';
+import { ADMIN_TOKEN, type Lipa, ON_POSTGRES, startLipa } from './helpers/harness.js';
+
+/** Every text value of every table, read straight from the database. */
+async function everyStoredValue(lipa: Lipa): Promise<string[]> {
+  const db = lipa.ctx.store.db;
+  const tables = ON_POSTGRES
+    ? (await sql<{ name: string }>`select table_name as name from information_schema.tables where table_schema = 'public'`.execute(db)).rows
+    : (await sql<{ name: string }>`select name from sqlite_master where type = 'table'`.execute(db)).rows;
+  const values: string[] = [];
+  for (const { name } of tables) {
+    const rows = (await sql<Record<string, unknown>>`select * from ${sql.table(name)}`.execute(db)).rows;
+    for (const row of rows) for (const value of Object.values(row)) values.push(String(value));
+  }
+  return values;
+}
+
+describe('secrets never rest in clear text, nor reach the logs', () => {
+  let lipa: Lipa;
+  const secrets: Record<string, string> = {};
+
+  before(async () => {
+    lipa = await startLipa({ LOG_LEVEL: 'trace' });
+    const merchant = await merchantSession(lipa);
+    secrets.password = merchant.password;
+    secrets.merchantToken = merchant.token;
+    const apiKey = await call(lipa.url, 'POST', '/api/v1/api-keys', { token: merchant.token, body: {} });
+    secrets.signingSecret = apiKey.body.secret;
+    const messagingKey = await call(lipa.url, 'POST', '/api/v1/messaging-keys', { token: merchant.token, body: {} });
+    secrets.messagingKey = messagingKey.body.apiKey;
+    const payer = await createPayer(lipa, { pin: '90817' });
+    secrets.pin = payer.pin;
+    secrets.payerToken = await payerToken(lipa, payer);
+    // A second login whose emailed OTP we read and use: it must not appear in the logs.
+    await call(lipa.url, 'POST', '/api/v1/authorization', { body: { login: merchant.login, password: merchant.password } });
+    secrets.otp = await lastOtpSentTo(lipa, merchant.login);
+    secrets.secondToken = await login(lipa, merchant.login, merchant.password);
+    secrets.adminToken = ADMIN_TOKEN;
+  });
+  after(() => lipa.close());
+
+  test('the database holds no password, PIN, token, signing secret or messaging key', async () => {
+    const stored = await everyStoredValue(lipa);
+    assert.ok(stored.length > 50, 'the dump read real rows');
+    for (const [name, secret] of Object.entries(secrets)) {
+      if (name === 'otp' || name === 'adminToken') continue; // the OTP is the message text of the outbox by design
+      assert.ok(!stored.some((value) => value.includes(secret)), `${name} is stored in clear text`);
+    }
+  });
+
+  test('no log line contains a secret', () => {
+    assert.ok(lipa.logs.length > 10, 'the service logged its requests');
+    for (const [name, secret] of Object.entries(secrets)) {
+      assert.ok(!lipa.logs.some((line) => line.includes(secret)), `${name} appears in the logs`);
+    }
+  });
+
+  test('log lines are JSON and carry the request id', () => {
+    const requestLines = lipa.logs.map((line) => JSON.parse(line)).filter((entry) => entry.req);
+    assert.ok(requestLines.length > 0);
+    for (const entry of requestLines) assert.equal(typeof entry.reqId, 'string');
+  });
+});
