@@ -2,13 +2,16 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { registerAdminRoutes } from './admin/routes.js';
 import { registerAuthRoutes } from './auth/routes.js';
+import { registerCallbackRoutes } from './callbacks/routes.js';
 import { registerCategoryRoutes } from './categories/routes.js';
 import type { AppContext } from './context.js';
 import { createServer } from './http/server.js';
 import type { App } from './http/types.js';
 import { registerKeyRoutes } from './keys/routes.js';
 import { registerOpsRoutes } from './ops/routes.js';
+import { registerPaymentRoutes } from './payments/routes.js';
 import { registerPosRoutes } from './pos/routes.js';
+import { registerWalletRoutes } from './wallet/routes.js';
 
 export const API_VERSION = '1.0.0';
 
@@ -27,6 +30,12 @@ export async function buildApp(ctx: AppContext): Promise<App> {
         securitySchemes: {
           bearerAuth: { type: 'http', scheme: 'bearer', description: 'Token from POST /api/v1/authorization/confirm' },
           adminToken: { type: 'http', scheme: 'bearer', description: 'The operator ADMIN_TOKEN' },
+          signedRequest: {
+            type: 'apiKey',
+            in: 'header',
+            name: 'X-Service-Signature',
+            description: 'HMAC-SHA256 request signing with the five X-Service-* headers; see docs/signing.md',
+          },
         },
       },
     },
@@ -38,6 +47,9 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   registerCategoryRoutes(app, ctx);
   registerKeyRoutes(app, ctx);
   registerPosRoutes(app, ctx);
+  registerPaymentRoutes(app, ctx);
+  registerWalletRoutes(app, ctx);
+  registerCallbackRoutes(app, ctx);
   registerAdminRoutes(app, ctx);
   return app;
 }

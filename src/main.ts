@@ -2,7 +2,7 @@ import { buildApp, buildMockApp } from './app.js';
 import { ConfigError, loadConfig } from './config.js';
 import { createContext } from './context.js';
 import { openDatabase } from './db/database.js';
-import { every, purgeExpired } from './jobs/housekeeping.js';
+import { startBackground } from './jobs/background.js';
 import { createLogger } from './logger.js';
 import { EmbeddedOutbox } from './notifier/notifier.js';
 
@@ -23,12 +23,7 @@ async function main(): Promise<void> {
   const ctx = createContext({ config, store, notifier: new EmbeddedOutbox(), log });
   const app = await buildApp(ctx);
   const mock = config.mockPort !== 0 ? await buildMockApp(ctx) : null;
-  const housekeeping = every(
-    60_000,
-    () => purgeExpired(ctx),
-    (err) => log.error({ err }, 'housekeeping failed'),
-  );
-
+  const background = await startBackground(ctx);
   await app.listen({ port: config.port, host: config.host });
   if (mock) await mock.listen({ port: config.mockPort, host: config.host });
   log.info({ env: config.env, database: store.dialect, mock: mock !== null }, 'lipa started');
@@ -44,7 +39,7 @@ async function main(): Promise<void> {
     log.info({ signal }, 'draining');
     // Listeners stop accepting, in-flight requests finish, then background work and the database.
     await Promise.all([app.close(), mock?.close()]);
-    await housekeeping.stop();
+    await background.stop();
     await store.close();
     log.info('stopped');
     process.exit(0);

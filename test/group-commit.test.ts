@@ -39,7 +39,9 @@ describe('db.write: atomic units, grouped on SQLite', () => {
       results.map((r) => r.status),
       ['fulfilled', 'rejected', 'rejected', 'fulfilled'],
     );
-    const ids = (await store.db.selectFrom('categories').select('id').where('id', 'in', ['ok-1', 'ok-2', 'doomed']).execute()).map((r) => r.id);
+    const ids = (await store.db.selectFrom('categories').select('id').where('id', 'in', ['ok-1', 'ok-2', 'doomed']).execute()).map(
+      (r) => r.id,
+    );
     assert.deepEqual(ids.sort(), ['ok-1', 'ok-2']);
   });
 
@@ -54,7 +56,10 @@ describe('db.write: atomic units, grouped on SQLite', () => {
 
   test('migrations are idempotent: opening the same database again changes nothing', async () => {
     const again = await openDatabase(database.url);
-    const count = await again.db.selectFrom('categories').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+    const count = await again.db
+      .selectFrom('categories')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .executeTakeFirstOrThrow();
     assert.ok(Number(count.n) >= 20);
     await again.close();
   });

@@ -42,10 +42,14 @@ describe('HTTP hygiene', () => {
   });
 
   test('__proto__ and constructor.prototype keys are refused', async () => {
-    const proto = await call(lipa.url, 'POST', '/api/v1/authorization', { raw: '{"login":"a@b.c","password":"x","__proto__":{"admin":true}}' });
+    const proto = await call(lipa.url, 'POST', '/api/v1/authorization', {
+      raw: '{"login":"a@b.c","password":"x","__proto__":{"admin":true}}',
+    });
     assert.equal(proto.status, 422);
     assert.equal(proto.body.error.code, 'invalid_json');
-    const ctor = await call(lipa.url, 'POST', '/api/v1/authorization', { raw: '{"login":"a@b.c","password":"x","constructor":{"prototype":{"admin":true}}}' });
+    const ctor = await call(lipa.url, 'POST', '/api/v1/authorization', {
+      raw: '{"login":"a@b.c","password":"x","constructor":{"prototype":{"admin":true}}}',
+    });
     assert.equal(ctor.status, 422);
   });
 
@@ -56,7 +60,10 @@ describe('HTTP hygiene', () => {
   });
 
   test('a body that is not JSON answers 415', async () => {
-    const reply = await call(lipa.url, 'POST', '/api/v1/authorization', { raw: 'login=a', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+    const reply = await call(lipa.url, 'POST', '/api/v1/authorization', {
+      raw: 'login=a',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    });
     assert.equal(reply.status, 415);
     assert.equal(reply.body.error.code, 'unsupported_media_type');
   });
@@ -74,7 +81,13 @@ describe('HTTP hygiene', () => {
     const openapi = await call(lipa.url, 'GET', '/openapi.json');
     assert.equal(openapi.status, 200);
     assert.equal(openapi.body.openapi, '3.0.3');
-    for (const path of ['/api/v1/authorization', '/api/v1/authorization/confirm', '/api/v1/points-of-sale', '/api/v1/api-keys', '/api/v1/admin/merchants']) {
+    for (const path of [
+      '/api/v1/authorization',
+      '/api/v1/authorization/confirm',
+      '/api/v1/points-of-sale',
+      '/api/v1/api-keys',
+      '/api/v1/admin/merchants',
+    ]) {
       assert.ok(openapi.body.paths[path], `openapi documents ${path}`);
     }
     const docs = await fetch(`${lipa.url}/docs/`);

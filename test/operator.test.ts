@@ -219,21 +219,57 @@ describe('operator API (CONTRACT §2)', () => {
     const payer = await createPayer(lipa, { balance: 1000.1 });
     const reply = await depositTo(lipa, payer.phone, 0.2);
     assert.equal(reply.status, 200, reply.text);
+    assert.deepEqual(Object.keys(reply.body).sort(), ['balance', 'phone']);
     assert.deepEqual(reply.body, { phone: payer.phone, balance: 1000.3 });
     assert.equal(await walletBalance(lipa, payer.phone), 100030);
 
-    const small = await createPayer(lipa, { balance: 0.1 });
-    assert.deepEqual((await depositTo(lipa, small.phone, 0.2)).body, { phone: small.phone, balance: 0.3 });
-    for (let i = 0; i < 7; i++) assert.equal((await depositTo(lipa, small.phone, 0.1)).status, 200);
-    assert.deepEqual((await depositTo(lipa, small.phone, 0.07)).body, { phone: small.phone, balance: 1.07 });
-
-    const big = await createPayer(lipa, { balance: 1234567.89 });
-    assert.deepEqual((await depositTo(lipa, big.phone, 0.11)).body, { phone: big.phone, balance: 1234568 });
-    assert.deepEqual((await depositTo(lipa, big.phone, 4.56)).body, { phone: big.phone, balance: 1234572.56 });
-
-    const empty = await createPayer(lipa, { balance: 0 });
-    assert.deepEqual((await depositTo(lipa, empty.phone, 1.15)).body, { phone: empty.phone, balance: 1.15 });
-    assert.deepEqual((await depositTo(lipa, empty.phone, 2.3)).body, { phone: empty.phone, balance: 3.45 });
+    // Amounts whose binary floating-point forms do not add (or scale by 100) exactly.
+    const sequences: Array<{ opening: number; steps: Array<[amount: number, balance: number]> }> = [
+      {
+        opening: 0.1,
+        steps: [
+          [0.2, 0.3],
+          [0.1, 0.4],
+          [0.07, 0.47],
+          [0.53, 1],
+        ],
+      },
+      {
+        opening: 1234567.89,
+        steps: [
+          [0.11, 1234568],
+          [4.56, 1234572.56],
+        ],
+      },
+      {
+        opening: 0,
+        steps: [
+          [1.15, 1.15],
+          [2.3, 3.45],
+          [4.35, 7.8],
+          [0.29, 8.09],
+        ],
+      },
+      {
+        opening: 0.57,
+        steps: [
+          [9.95, 10.52],
+          [19.99, 30.51],
+          [0.57, 31.08],
+        ],
+      },
+    ];
+    for (const { opening, steps } of sequences) {
+      const wallet = await createPayer(lipa, { balance: opening });
+      for (const [amount, balance] of steps) {
+        const step = await depositTo(lipa, wallet.phone, amount);
+        assert.equal(step.status, 200, step.text);
+        assert.deepEqual(step.body, { phone: wallet.phone, balance }, `${opening} + … + ${amount}`);
+        const stored = await walletBalance(lipa, wallet.phone);
+        assert.ok(Number.isInteger(stored), `the wallet holds whole cents, not ${stored}`);
+        assert.equal(stored, Math.round(balance * 100), `${opening} + … + ${amount} in cents`);
+      }
+    }
   });
 
   test('concurrent deposits to one wallet are all counted', async () => {
@@ -300,8 +336,9 @@ describe('operator API (CONTRACT §2)', () => {
     const reply = await admin(lipa, 'GET', '/api/v1/admin/outbox?limit=200');
     assert.equal(reply.status, 200, reply.text);
     assert.ok(Array.isArray(reply.body));
-    const times = reply.body.map((m: { createdAt: string }) => Date.parse(m.createdAt));
-    for (let i = 1; i < times.length; i++) assert.ok(times[i - 1] >= times[i], `message ${i} is not older than message ${i - 1}`);
+    const times: number[] = reply.body.map((m: { createdAt: string }) => Date.parse(m.createdAt));
+    for (let i = 1; i < times.length; i++)
+      assert.ok((times[i - 1] ?? 0) >= (times[i] ?? 0), `message ${i} is not older than message ${i - 1}`);
     const iFirst = reply.body.findIndex((m: { to: string }) => m.to === first.login);
     const iSecond = reply.body.findIndex((m: { to: string }) => m.to === second.login);
     assert.ok(iFirst >= 0 && iSecond >= 0, 'both OTP emails are in the outbox');
@@ -343,6 +380,7 @@ describe('ledger after payers and deposits', () => {
       { balance: 0, deposits: [0.3, 0.3, 0.3] },
       { balance: 99.99, deposits: [0.01] },
       { balance: 12.34, deposits: [] },
+      { balance: 4.56, deposits: [1.15, 2.3, 0.07, 0.57] },
     ];
     const phones: string[] = [];
     for (const { balance, deposits } of plan) {
@@ -363,7 +401,7 @@ describe('ledger after payers and deposits', () => {
     assert.equal(await balanceOf(db, cashIn), cashInBefore - deposited);
 
     const wallets = await Promise.all(phones.map((phone) => walletBalance(lipa, phone)));
-    assert.deepEqual(wallets, [100041, 90, 10000, 1234]);
+    assert.deepEqual(wallets, [100041, 90, 10000, 1234, 865]);
     assert.equal(
       wallets.reduce((sum: number, w) => sum + (w ?? 0), 0),
       deposited,

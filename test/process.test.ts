@@ -56,7 +56,13 @@ describe('the service process', () => {
   });
 
   test('production refuses to start when STAGING_OTP is set', () => {
-    const result = runToExit({ LIPA_ENV: 'production', ADMIN_TOKEN, LIPA_MASTER_KEY: MASTER_KEY, STAGING_OTP: '111111', DATABASE_URL: 'file::memory:' });
+    const result = runToExit({
+      LIPA_ENV: 'production',
+      ADMIN_TOKEN,
+      LIPA_MASTER_KEY: MASTER_KEY,
+      STAGING_OTP: '111111',
+      DATABASE_URL: 'file::memory:',
+    });
     assert.equal(result.status, 1);
     assert.match(result.stderr, /STAGING_OTP/);
   });
@@ -73,7 +79,14 @@ describe('the service process', () => {
     const port = await freePort();
     const mockPort = await freePort();
     const child = spawn(process.execPath, MAIN, {
-      env: { PATH: process.env.PATH ?? '', PORT: String(port), MOCK_PORT: String(mockPort), DATABASE_URL: database.url, ADMIN_TOKEN, LOG_LEVEL: 'warn' },
+      env: {
+        PATH: process.env.PATH ?? '',
+        PORT: String(port),
+        MOCK_PORT: String(mockPort),
+        DATABASE_URL: database.url,
+        ADMIN_TOKEN,
+        LOG_LEVEL: 'warn',
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stderr = '';
@@ -82,7 +95,11 @@ describe('the service process', () => {
     });
     const url = `http://127.0.0.1:${port}`;
     await waitUntilUp(url, child);
-    assert.equal((await fetch(`http://127.0.0.1:${mockPort}/api/v1/authorization/confirm`, { method: 'POST' })).status, 422, 'the mock listener is up');
+    assert.equal(
+      (await fetch(`http://127.0.0.1:${mockPort}/api/v1/authorization/confirm`, { method: 'POST' })).status,
+      422,
+      'the mock listener is up',
+    );
 
     // A request whose body is still arriving when SIGTERM comes is in flight: it must be answered.
     const body = JSON.stringify({ login: 'nobody@x.example', password: 'not the password' });

@@ -1,3 +1,5 @@
+import type { Generated } from 'kysely';
+
 /**
  * The database as Kysely sees it. Times are epoch milliseconds, money is integer minor
  * units (cents), booleans are 0/1: the same on SQLite and PostgreSQL.
@@ -16,6 +18,11 @@ export interface Database {
   ledger_transactions: LedgerTransactionTable;
   ledger_postings: LedgerPostingTable;
   messages: MessageTable;
+  payments: PaymentTable;
+  nonces: NonceTable;
+  callback_events: CallbackEventTable;
+  callback_deliveries: CallbackDeliveryTable;
+  callback_attempts: CallbackAttemptTable;
 }
 
 export interface MerchantTable {
@@ -32,6 +39,8 @@ export interface PayerTable {
   name: string;
   pin_hash: string;
   created_at: number;
+  pin_failures: Generated<number>;
+  pin_locked_until: Generated<number>;
 }
 
 export interface CategoryTable {
@@ -150,4 +159,74 @@ export interface MessageTable {
   status: MessageStatus;
   created_at: number;
   updated_at: number;
+}
+
+export type PaymentStatus = 'pending' | 'no_user' | 'paid' | 'declined' | 'expired';
+export type DeclineReason = 'declined_by_payer' | 'insufficient_funds';
+
+export interface PaymentTable {
+  id: string;
+  merchant_id: string;
+  pos_id: string;
+  terminal_id: string;
+  /** The signing key that created the payment; its callbacks are signed with it. */
+  api_key_id: string;
+  order_id: string;
+  amount: number;
+  currency: string;
+  merchant_stika: string | null;
+  description: string | null;
+  payer_phone: string;
+  payer_id: string | null;
+  callback_url: string;
+  success_redirect_url: string | null;
+  /** SHA-256 of the normalised create request: same body again is the same payment. */
+  fingerprint: string;
+  status: PaymentStatus;
+  reason: DeclineReason | null;
+  created_at: number;
+  updated_at: number;
+  expires_at: number;
+}
+
+export interface NonceTable {
+  key_id: string;
+  nonce: string;
+  expires_at: number;
+}
+
+export interface CallbackEventTable {
+  id: string;
+  payment_id: string;
+  merchant_id: string;
+  api_key_id: string;
+  pos_id: string;
+  /** The exact JSON body sent on every attempt. */
+  payload: string;
+  created_at: number;
+}
+
+export type DeliveryStatus = 'pending' | 'delivered' | 'failed';
+
+export interface CallbackDeliveryTable {
+  id: string;
+  event_id: string;
+  url: string;
+  status: DeliveryStatus;
+  attempts: number;
+  next_attempt_at: number;
+  /** A worker's lease: another worker skips the row until then (crash-safe). */
+  locked_until: number;
+  last_error: string | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface CallbackAttemptTable {
+  id: string;
+  delivery_id: string;
+  attempted_at: number;
+  status_code: number | null;
+  error: string | null;
+  duration_ms: number;
 }

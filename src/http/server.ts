@@ -11,6 +11,12 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The exact body bytes, for signature checks (never re-serialised JSON). */
     rawBody: Buffer | null;
+    /** On signed routes a JSON error waits until the signature is checked (403 comes first). */
+    deferredBodyError: AppError | null;
+  }
+  interface FastifyContextConfig {
+    /** The route is signed (CONTRACT §5): its body is checked only after the signature. */
+    signed?: boolean;
   }
 }
 
@@ -44,6 +50,7 @@ export function createServer(logger: FastifyBaseLogger): App {
   app.addSchema(ErrorResponse);
   app.decorateRequest('principal', null);
   app.decorateRequest('rawBody', null);
+  app.decorateRequest('deferredBodyError', null);
 
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request: FastifyRequest, body: Buffer, done) => {
@@ -52,7 +59,12 @@ export function createServer(logger: FastifyBaseLogger): App {
     try {
       done(null, secureJson.parse(body.toString('utf8'), undefined, { protoAction: 'error', constructorAction: 'error' }));
     } catch (error) {
-      done(new AppError('invalid_json', `The body is not acceptable JSON: ${(error as Error).message}`), undefined);
+      const invalid = new AppError('invalid_json', `The body is not acceptable JSON: ${(error as Error).message}`);
+      if (request.routeOptions.config.signed) {
+        request.deferredBodyError = invalid;
+        return done(null, undefined);
+      }
+      done(invalid, undefined);
     }
   });
 

@@ -3,7 +3,7 @@ import type { AppContext } from '../context.js';
 const DAY_MS = 24 * 60 * 60 * 1000;
 
 /**
- * Deletes expired sessions, old OTP challenges and stale throttle windows. Idempotent, so
+ * Deletes expired sessions and nonces, old OTP challenges and stale throttle windows. Idempotent, so
  * several instances on one PostgreSQL may all run it.
  */
 export async function purgeExpired(ctx: AppContext): Promise<void> {

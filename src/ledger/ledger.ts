@@ -47,32 +47,40 @@ export async function postTransaction(
 ): Promise<string> {
   const total = entry.postings.reduce((sum, p) => sum + p.amount, 0);
   if (total !== 0 || entry.postings.length < 2) throw new Error(`unbalanced ledger transaction (${total})`);
-  const transactionId = randomId('ltx_');
-  await tx
-    .insertInto('ledger_transactions')
-    .values({ id: transactionId, kind: entry.kind, reference: entry.reference, created_at: now })
-    .execute();
-  // Debits first, each conditional on the balance covering it, so an overdraft changes nothing.
+  // Balances first, debits before credits, each debit conditional on the balance covering
+  // it: when the first debit fails nothing has been written, so a caller may catch
+  // InsufficientFundsError and carry on in the same transaction.
   const ordered = [...entry.postings].sort((a, b) => a.amount - b.amount);
-  for (const posting of ordered) {
+  for (const [index, posting] of ordered.entries()) {
     const result = await tx
       .updateTable('ledger_accounts')
       .set({ balance: sql`balance + ${posting.amount}` })
       .where('id', '=', posting.accountId)
       .where((eb) => eb.or([eb('kind', '=', 'cash_in'), eb('balance', '>=', -posting.amount)]))
       .executeTakeFirst();
-    if (result.numUpdatedRows === 0n) throw new InsufficientFundsError(posting.accountId);
-    await tx
-      .insertInto('ledger_postings')
-      .values({
+    if (result.numUpdatedRows === 0n) {
+      if (index === 0) throw new InsufficientFundsError(posting.accountId);
+      // Earlier postings were applied: only a rollback of the whole unit is safe.
+      throw new Error(`ledger: account ${posting.accountId} missing or overdrawn after partial postings`);
+    }
+  }
+  const transactionId = randomId('ltx_');
+  await tx
+    .insertInto('ledger_transactions')
+    .values({ id: transactionId, kind: entry.kind, reference: entry.reference, created_at: now })
+    .execute();
+  await tx
+    .insertInto('ledger_postings')
+    .values(
+      entry.postings.map((posting) => ({
         id: randomId('lpo_'),
         transaction_id: transactionId,
         account_id: posting.accountId,
         amount: posting.amount,
         created_at: now,
-      })
-      .execute();
-  }
+      })),
+    )
+    .execute();
   return transactionId;
 }
 

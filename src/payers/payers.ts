@@ -1,10 +1,32 @@
 import { randomUUID } from 'node:crypto';
 import type { AppContext } from '../context.js';
+import type { Tx } from '../db/database.js';
 import { isUniqueViolation } from '../db/database.js';
 import { AppError } from '../http/errors.js';
 import { accountId, balanceOf, CASH_IN_OWNER, openAccount, postTransaction } from '../ledger/ledger.js';
 import { fromMinorUnits, toMinorUnits } from '../ledger/money.js';
+import { movePayment } from '../payments/transitions.js';
 import { hashPassword } from '../security/passwords.js';
+import { paymentPrompt } from '../wallet/prompt.js';
+
+/**
+ * A phone that registers while payments to it wait as no_user: they become pending
+ * (CONTRACT §6), each with its callback event and a prompt to the new payer.
+ */
+async function claimWaitingPayments(ctx: AppContext, tx: Tx, payerId: string, phone: string, now: number): Promise<void> {
+  const waiting = await tx
+    .selectFrom('payments as p')
+    .innerJoin('points_of_sale as s', 's.id', 'p.pos_id')
+    .select(['p.id', 's.pos_company_name'])
+    .where('p.payer_phone', '=', phone)
+    .where('p.status', '=', 'no_user')
+    .where('p.expires_at', '>', now)
+    .execute();
+  for (const payment of waiting) {
+    const moved = await movePayment(tx, payment.id, { to: 'pending', payerId }, now);
+    if (moved) await ctx.notifier.send(tx, paymentPrompt(moved, payment.pos_company_name), now);
+  }
+}
 
 /** The largest single deposit or starting balance, in major units. */
 export const MAX_DEPOSIT = 10_000_000;

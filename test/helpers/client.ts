@@ -22,7 +22,8 @@ export async function call(base: string, method: string, path: string, options: 
   let body: string | undefined;
   if (options.raw !== undefined) body = options.raw;
   else if (options.body !== undefined) body = JSON.stringify(options.body);
-  if (body !== undefined && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-type')) headers['content-type'] = 'application/json';
+  if (body !== undefined && !Object.keys(headers).some((h) => h.toLowerCase() === 'content-type'))
+    headers['content-type'] = 'application/json';
   if (options.token) headers.authorization = `Bearer ${options.token}`;
   const response = await fetch(`${base}${path}`, { method, headers, ...(body !== undefined ? { body } : {}) });
   const text = await response.text();
@@ -35,10 +36,12 @@ export async function call(base: string, method: string, path: string, options: 
   return { status: response.status, headers: response.headers, body: parsed, text };
 }
 
-export const admin = (lipa: Lipa, method: string, path: string, body?: unknown) => call(lipa.url, method, path, { body, token: ADMIN_TOKEN });
+export const admin = (lipa: Lipa, method: string, path: string, body?: unknown) =>
+  call(lipa.url, method, path, { body, token: ADMIN_TOKEN });
 
 let counter = 0;
-export const unique = (prefix: string) => `${prefix}${Date.now().toString(36)}${(counter++).toString(36)}${Math.floor(Math.random() * 1e6)}`;
+export const unique = (prefix: string) =>
+  `${prefix}${Date.now().toString(36)}${(counter++).toString(36)}${Math.floor(Math.random() * 1e6)}`;
 
 /** A unique Kenyan-looking phone number (digits, country code, no plus). */
 export function uniquePhone(): string {
@@ -66,7 +69,12 @@ export interface PayerFixture {
 }
 
 export async function createPayer(lipa: Lipa, overrides: { phone?: string; pin?: string; balance?: number } = {}): Promise<PayerFixture> {
-  const input = { phone: overrides.phone ?? uniquePhone(), pin: overrides.pin ?? '4321', name: 'Achieng', balance: overrides.balance ?? 1000 };
+  const input = {
+    phone: overrides.phone ?? uniquePhone(),
+    pin: overrides.pin ?? '4321',
+    name: 'Achieng',
+    balance: overrides.balance ?? 1000,
+  };
   const reply = await admin(lipa, 'POST', '/api/v1/admin/payers', input);
   if (reply.status !== 201) throw new Error(`payer fixture failed: ${reply.status} ${reply.text}`);
   return { payerId: reply.body.payerId, phone: input.phone, pin: input.pin };
@@ -125,6 +133,41 @@ export function posBody(merchantId: string, categoryIdValue: string, overrides: 
     trustAllCertificates: false,
     terminalId: unique('T'),
     merchantId,
+    ...overrides,
+  };
+}
+
+export interface MerchantSetup extends MerchantSession {
+  keyId: string;
+  secret: string;
+  terminalId: string;
+  posId: string;
+}
+
+/** A merchant with a session, a signing key and a point of sale, in one call. */
+export async function merchantWithPos(lipa: Lipa, posOverrides: Record<string, unknown> = {}): Promise<MerchantSetup> {
+  const session = await merchantSession(lipa);
+  const key = await call(lipa.url, 'POST', '/api/v1/api-keys', { token: session.token, body: {} });
+  if (key.status !== 201) throw new Error(`api key fixture failed: ${key.status} ${key.text}`);
+  const pos = await call(lipa.url, 'POST', '/api/v1/points-of-sale', {
+    token: session.token,
+    body: posBody(session.merchantId, await categoryId(lipa), posOverrides),
+  });
+  if (pos.status !== 201) throw new Error(`POS fixture failed: ${pos.status} ${pos.text}`);
+  return { ...session, keyId: key.body.keyId, secret: key.body.secret, terminalId: pos.body.terminalId, posId: pos.body.posId };
+}
+
+/** A valid payment request body for the merchant's terminal. */
+export function paymentBody(setup: { terminalId: string }, overrides: Record<string, unknown> = {}) {
+  return {
+    terminalId: setup.terminalId,
+    currency: 'KES',
+    amount: 1500.5,
+    merchantStika: 'KES_100234',
+    orderId: unique('order-'),
+    description: 'Two bags of unga',
+    payer: { method: 'phone', value: '254708000001' },
+    urls: { callbackUrl: 'http://127.0.0.1:9/unused', successRedirectUrl: 'https://duka.example/thanks' },
     ...overrides,
   };
 }

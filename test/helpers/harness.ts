@@ -9,6 +9,7 @@ import { loadConfig } from '../../src/config.js';
 import { type AppContext, createContext } from '../../src/context.js';
 import { openDatabase } from '../../src/db/database.js';
 import type { App } from '../../src/http/types.js';
+import { startBackground } from '../../src/jobs/background.js';
 import { createLogger } from '../../src/logger.js';
 import { EmbeddedOutbox } from '../../src/notifier/notifier.js';
 
@@ -72,6 +73,7 @@ export async function startLipa(env: Record<string, string> = {}): Promise<Lipa>
   const ctx = createContext({ config, store, notifier: new EmbeddedOutbox(), log });
   const app = await buildApp(ctx);
   const mock = await buildMockApp(ctx);
+  const background = await startBackground(ctx);
   await app.listen({ port: 0, host: '127.0.0.1' });
   await mock.listen({ port: 0, host: '127.0.0.1' });
   return {
@@ -82,6 +84,7 @@ export async function startLipa(env: Record<string, string> = {}): Promise<Lipa>
     databaseUrl: database.url,
     close: async () => {
       await Promise.all([app.close(), mock.close()]);
+      await background.stop();
       await store.close();
       await database.drop();
     },

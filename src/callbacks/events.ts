@@ -1,0 +1,52 @@
+import type { Tx } from '../db/database.js';
+import type { PaymentTable } from '../db/schema.js';
+import { toCallbackPayment } from '../payments/payment-view.js';
+import { randomId } from '../security/tokens.js';
+
+export const EVENT_TYPE = 'payment.status_changed';
+
+/**
+ * Writes the callback event of a status change, in the transaction of the change itself
+ * (transactional outbox): one event, one delivery per distinct URL (urls.callbackUrl and
+ * the POS resultUrl), all sharing the eventId. The worker sends them.
+ */
+export async function enqueueStatusEvent(tx: Tx, payment: PaymentTable, resultUrl: string, now: number): Promise<string> {
+  const eventId = randomId('evt_');
+  const payload = JSON.stringify({
+    eventId,
+    eventType: EVENT_TYPE,
+    occurredAt: new Date(now).toISOString(),
+    payment: toCallbackPayment(payment),
+  });
+  await tx
+    .insertInto('callback_events')
+    .values({
+      id: eventId,
+      payment_id: payment.id,
+      merchant_id: payment.merchant_id,
+      api_key_id: payment.api_key_id,
+      pos_id: payment.pos_id,
+      payload,
+      created_at: now,
+    })
+    .execute();
+  const urls = [...new Set([payment.callback_url, resultUrl])];
+  await tx
+    .insertInto('callback_deliveries')
+    .values(
+      urls.map((url) => ({
+        id: randomId('dlv_'),
+        event_id: eventId,
+        url,
+        status: 'pending' as const,
+        attempts: 0,
+        next_attempt_at: now,
+        locked_until: 0,
+        last_error: null,
+        created_at: now,
+        updated_at: now,
+      })),
+    )
+    .execute();
+  return eventId;
+}

@@ -1,0 +1,115 @@
+import { signRequest } from '../client/signing.js';
+import type { AppContext } from '../context.js';
+import type { CallbackDeliveryTable } from '../db/schema.js';
+import { randomId } from '../security/tokens.js';
+import { postCallback } from './transport.js';
+
+/** About 12 tries: the first, then retries doubling from CALLBACK_RETRY_BASE_SECONDS. */
+export const MAX_ATTEMPTS = 12;
+const MAX_DELAY_MS = 12 * 60 * 60 * 1000;
+const TIMEOUT_MS = 10_000;
+/** A claimed delivery is leased; if the worker dies, another takes it after this. */
+const LEASE_MS = 60_000;
+const BATCH = 32;
+
+/** The delay before the next try after `attempts` failed ones, with ±20 % jitter. */
+export function retryDelayMs(baseSeconds: number, attempts: number): number {
+  const delay = Math.min(baseSeconds * 1000 * 2 ** (attempts - 1), MAX_DELAY_MS);
+  return Math.round(delay * (0.8 + Math.random() * 0.4));
+}
+
+/**
+ * Delivers due callbacks: claims them with a lease (conditional update, so two instances
+ * never send the same attempt), signs each with the key that created the payment, sends it,
+ * and records the attempt. Delivery is at least once; the eventId is the same every time.
+ */
+export async function deliverDueCallbacks(ctx: AppContext): Promise<number> {
+  const now = ctx.now();
+  const claimed = await ctx.store.write(async (tx) => {
+    const due = await tx
+      .selectFrom('callback_deliveries')
+      .select('id')
+      .where('status', '=', 'pending')
+      .where('next_attempt_at', '<=', now)
+      .where('locked_until', '<=', now)
+      .orderBy('next_attempt_at')
+      .limit(BATCH)
+      .execute();
+    if (due.length === 0) return [];
+    return tx
+      .updateTable('callback_deliveries')
+      .set({ locked_until: now + LEASE_MS })
+      .where(
+        'id',
+        'in',
+        due.map((d) => d.id),
+      )
+      .where('locked_until', '<=', now)
+      .where('status', '=', 'pending')
+      .returningAll()
+      .execute();
+  });
+  await Promise.all(claimed.map((delivery) => attempt(ctx, delivery)));
+  return claimed.length;
+}
+
+async function attempt(ctx: AppContext, delivery: CallbackDeliveryTable): Promise<void> {
+  const event = await ctx.store.db
+    .selectFrom('callback_events as e')
+    .innerJoin('api_keys as k', 'k.id', 'e.api_key_id')
+    .innerJoin('points_of_sale as s', 's.id', 'e.pos_id')
+    .select(['e.payload', 'e.api_key_id', 'k.secret_enc', 's.trust_all_certificates'])
+    .where('e.id', '=', delivery.event_id)
+    .executeTakeFirstOrThrow();
+  const secret = ctx.secretBox.open(event.secret_enc, event.api_key_id);
+  const insecureTls = event.trust_all_certificates === 1 && ctx.config.callbackAllowInsecureTls;
+  if (insecureTls && ctx.config.env === 'production') {
+    ctx.log.warn({ deliveryId: delivery.id }, 'callback TLS certificate not verified (trustAllCertificates)');
+  }
+  const headers = signRequest({
+    keyId: event.api_key_id,
+    secret,
+    method: 'POST',
+    url: delivery.url,
+    body: event.payload,
+    origin: new URL(delivery.url).origin,
+  });
+  const result = await postCallback({
+    url: delivery.url,
+    body: event.payload,
+    headers,
+    insecureTls,
+    allowPrivate: ctx.config.callbackAllowPrivate,
+    timeoutMs: TIMEOUT_MS,
+  });
+  const ok = result.statusCode !== null && result.statusCode >= 200 && result.statusCode < 300;
+  const error = ok ? null : (result.error ?? `HTTP ${result.statusCode}`);
+  const attempts = delivery.attempts + 1;
+  const now = ctx.now();
+  await ctx.store.write(async (tx) => {
+    await tx
+      .insertInto('callback_attempts')
+      .values({
+        id: randomId('att_'),
+        delivery_id: delivery.id,
+        attempted_at: now,
+        status_code: result.statusCode,
+        error,
+        duration_ms: result.durationMs,
+      })
+      .execute();
+    await tx
+      .updateTable('callback_deliveries')
+      .set({
+        attempts,
+        status: ok ? 'delivered' : attempts >= MAX_ATTEMPTS ? 'failed' : 'pending',
+        next_attempt_at: ok ? now : now + retryDelayMs(ctx.config.callbackRetryBaseSeconds, attempts),
+        locked_until: 0,
+        last_error: error,
+        updated_at: now,
+      })
+      .where('id', '=', delivery.id)
+      .execute();
+  });
+  if (!ok) ctx.log.info({ deliveryId: delivery.id, eventId: delivery.event_id, attempts, error }, 'callback attempt failed');
+}

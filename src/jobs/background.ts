@@ -1,0 +1,26 @@
+import { deliverDueCallbacks } from '../callbacks/worker.js';
+import type { AppContext } from '../context.js';
+import { expireDuePayments } from '../payments/expire.js';
+import { answerForTestPayers, ensureStagingPayers } from '../wallet/staging-payers.js';
+import { every, purgeExpired } from './housekeeping.js';
+
+/**
+ * Everything the service does on its own, started once per process: callback delivery,
+ * payment expiry, the staging test payers, and housekeeping. Every task is safe to run on
+ * several instances at once. stop() waits for running rounds (used on SIGTERM).
+ */
+export async function startBackground(ctx: AppContext): Promise<{ stop(): Promise<void> }> {
+  if (ctx.config.env === 'staging') await ensureStagingPayers(ctx);
+  const onError = (task: string) => (err: unknown) => ctx.log.error({ err, task }, 'background task failed');
+  const tasks = [
+    every(250, async () => void (await deliverDueCallbacks(ctx)), onError('callbacks')),
+    every(500, async () => void (await expireDuePayments(ctx)), onError('expiry')),
+    every(60_000, () => purgeExpired(ctx), onError('housekeeping')),
+  ];
+  if (ctx.config.env === 'staging') tasks.push(every(250, () => answerForTestPayers(ctx), onError('test payers')));
+  return {
+    async stop() {
+      await Promise.all(tasks.map((t) => t.stop()));
+    },
+  };
+}

@@ -1,0 +1,138 @@
+import { createHash } from 'node:crypto';
+import type { Static } from 'typebox';
+import type { AppContext } from '../context.js';
+import type { Tx } from '../db/database.js';
+import type { PaymentTable } from '../db/schema.js';
+import { AppError, validationError } from '../http/errors.js';
+import { CURRENCY, toMinorUnits } from '../ledger/money.js';
+import { assertHttpUrl } from '../pos/points-of-sale.js';
+import { randomId } from '../security/tokens.js';
+import { paymentPrompt } from '../wallet/prompt.js';
+import type { CreatePaymentBody } from './schemas.js';
+import type { Signer } from './signed-request.js';
+
+/** The largest single payment, in major units (CONTRACT §6). */
+export const MAX_PAYMENT = 250_000;
+export const SUPPORTED_CURRENCIES: readonly string[] = [CURRENCY];
+
+type Body = Static<typeof CreatePaymentBody>;
+
+/** Field rules a JSON schema cannot say; the body names the field (422). */
+function validate(ctx: AppContext, body: Body): number {
+  if (!SUPPORTED_CURRENCIES.includes(body.currency))
+    throw validationError('currency', `is not supported (supported: ${SUPPORTED_CURRENCIES.join(', ')})`);
+  const amount = toMinorUnits('amount', body.amount, MAX_PAYMENT);
+  if (body.merchantStika !== undefined) {
+    if (!/^[A-Z]{3}_[0-9]+$/.test(body.merchantStika))
+      throw validationError('merchantStika', 'must be a currency code, an underscore and digits (e.g. KES_123456)');
+    if (!body.merchantStika.startsWith(`${body.currency}_`))
+      throw validationError('merchantStika', `must start with the payment currency (${body.currency}_)`);
+  }
+  if (body.payer.method !== 'phone') throw validationError('payer.method', 'must be "phone"');
+  if (!/^[0-9]{8,15}$/.test(body.payer.value))
+    throw validationError('payer.value', 'must be 8 to 15 digits with country code, no plus sign');
+  assertHttpUrl(ctx, 'urls.callbackUrl', body.urls.callbackUrl, true);
+  if (body.urls.successRedirectUrl !== undefined) assertHttpUrl(ctx, 'urls.successRedirectUrl', body.urls.successRedirectUrl, true);
+  return amount;
+}
+
+/** The same (terminalId, orderId) with the same fingerprint is the same payment. */
+function fingerprint(body: Body, amount: number): string {
+  const normalised = [
+    body.terminalId,
+    body.orderId,
+    amount,
+    body.currency,
+    body.merchantStika ?? null,
+    body.description ?? null,
+    body.payer.method,
+    body.payer.value,
+    body.urls.callbackUrl,
+    body.urls.successRedirectUrl ?? null,
+  ];
+  return createHash('sha256').update(JSON.stringify(normalised)).digest('hex');
+}
+
+export interface CreatedPayment {
+  payment: PaymentTable;
+  /** false when an identical earlier request already created it (idempotent replay). */
+  created: boolean;
+}
+
+/**
+ * Endpoint 5: creates a payment for a registered payer (pending, prompted by SMS) or an
+ * unknown phone (no_user). (terminalId, orderId) is an idempotency key.
+ */
+export async function createPayment(ctx: AppContext, signer: Signer, body: Body): Promise<CreatedPayment> {
+  const amount = validate(ctx, body);
+  const pos = await ctx.store.db
+    .selectFrom('points_of_sale')
+    .select(['id', 'pos_company_name'])
+    .where('terminal_id', '=', body.terminalId)
+    .where('merchant_id', '=', signer.merchantId)
+    .executeTakeFirst();
+  if (!pos) throw new AppError('not_found', `No terminal ${body.terminalId} is registered to your merchant account.`);
+  const payer = await ctx.store.db.selectFrom('payers').select('id').where('phone', '=', body.payer.value).executeTakeFirst();
+  const print = fingerprint(body, amount);
+  const now = ctx.now();
+  const row: PaymentTable = {
+    id: randomId('pay_'),
+    merchant_id: signer.merchantId,
+    pos_id: pos.id,
+    terminal_id: body.terminalId,
+    api_key_id: signer.keyId,
+    order_id: body.orderId,
+    amount,
+    currency: body.currency,
+    merchant_stika: body.merchantStika ?? null,
+    description: body.description ?? null,
+    payer_phone: body.payer.value,
+    payer_id: payer?.id ?? null,
+    callback_url: body.urls.callbackUrl,
+    success_redirect_url: body.urls.successRedirectUrl ?? null,
+    fingerprint: print,
+    status: payer ? 'pending' : 'no_user',
+    reason: null,
+    created_at: now,
+    updated_at: now,
+    expires_at: now + ctx.config.paymentTtlSeconds * 1000,
+  };
+
+  const outcome = await ctx.store.write(async (tx) => {
+    const existing = await findByOrder(tx, body.terminalId, body.orderId);
+    if (existing) return existing;
+    const inserted = await tx
+      .insertInto('payments')
+      .values(row)
+      .onConflict((oc) => oc.columns(['terminal_id', 'order_id']).doNothing())
+      .executeTakeFirst();
+    // Lost a race with a concurrent request on another connection: theirs is the payment.
+    if (Number(inserted.numInsertedOrUpdatedRows ?? 0n) === 0) return (await findByOrder(tx, body.terminalId, body.orderId)) ?? null;
+    if (row.status === 'pending') await ctx.notifier.send(tx, paymentPrompt(row, pos.pos_company_name), now);
+    return 'created' as const;
+  });
+  if (outcome === 'created') return { payment: row, created: true };
+  if (outcome === null || outcome.fingerprint !== print) {
+    throw new AppError(
+      'idempotency_conflict',
+      `Order ${body.orderId} on terminal ${body.terminalId} already has a payment with a different request body.`,
+    );
+  }
+  return { payment: outcome, created: false };
+}
+
+function findByOrder(tx: Tx, terminalId: string, orderId: string) {
+  return tx.selectFrom('payments').selectAll().where('terminal_id', '=', terminalId).where('order_id', '=', orderId).executeTakeFirst();
+}
+
+/** Endpoint 6: the current state of one of the caller's payments. */
+export async function findPayment(ctx: AppContext, signer: Signer, paymentIdentifier: string): Promise<PaymentTable> {
+  const payment = await ctx.store.db
+    .selectFrom('payments')
+    .selectAll()
+    .where('id', '=', paymentIdentifier)
+    .where('merchant_id', '=', signer.merchantId)
+    .executeTakeFirst();
+  if (!payment) throw new AppError('not_found', `No payment ${paymentIdentifier}.`);
+  return payment;
+}

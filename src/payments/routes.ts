@@ -1,0 +1,52 @@
+import type { FastifyRequest } from 'fastify';
+import type { AppContext } from '../context.js';
+import { errors } from '../http/schemas.js';
+import type { App } from '../http/types.js';
+import { createPayment, findPayment } from './create-payment.js';
+import { toPaymentView } from './payment-view.js';
+import { CreatePaymentBody, Payment, SignedHeaders, StatusBody } from './schemas.js';
+import { signerOf, verifySignedRequest } from './signed-request.js';
+
+const origin = (request: FastifyRequest) => `${request.protocol}://${request.headers.host ?? 'localhost'}`;
+
+/** Endpoints 5 and 6: signed merchant payment requests. */
+export function registerPaymentRoutes(app: App, ctx: AppContext): void {
+  const signed = { config: { signed: true }, preValidation: verifySignedRequest(ctx) };
+  const tags = ['Payments'];
+  const security = [{ signedRequest: [] }];
+
+  app.post(
+    '/api/public/v1/merchant-payments',
+    {
+      ...signed,
+      schema: {
+        tags,
+        security,
+        summary: 'Create a payment request (signed)',
+        headers: SignedHeaders,
+        body: CreatePaymentBody,
+        response: { 200: Payment, 201: Payment, ...errors(403, 404, 409, 422, 429) },
+      },
+    },
+    async (request, reply) => {
+      const { payment, created } = await createPayment(ctx, signerOf(request), request.body);
+      return reply.code(created ? 201 : 200).send(toPaymentView(ctx, origin(request), payment));
+    },
+  );
+
+  app.post(
+    '/api/public/v1/merchant-payments/status',
+    {
+      ...signed,
+      schema: {
+        tags,
+        security,
+        summary: 'The current state of a payment (signed)',
+        headers: SignedHeaders,
+        body: StatusBody,
+        response: { 200: Payment, ...errors(403, 404, 422, 429) },
+      },
+    },
+    async (request) => toPaymentView(ctx, origin(request), await findPayment(ctx, signerOf(request), request.body.paymentIdentifier)),
+  );
+}

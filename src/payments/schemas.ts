@@ -1,0 +1,54 @@
+import { Type } from 'typebox';
+import { httpUrl } from '../http/schemas.js';
+
+/** Endpoint 5's body. Required and optional fields as CONTRACT §6 decides. */
+export const CreatePaymentBody = Type.Object({
+  terminalId: Type.String({ minLength: 1, maxLength: 64 }),
+  currency: Type.String({ minLength: 1, maxLength: 8, description: 'ISO 4217 code; KES is supported' }),
+  amount: Type.Number({ description: 'Major units, > 0, at most 2 decimals, at most 250000' }),
+  merchantStika: Type.Optional(Type.String({ maxLength: 64, description: 'Currency code, underscore, digits: KES_123456' })),
+  orderId: Type.String({ minLength: 1, maxLength: 128 }),
+  description: Type.Optional(Type.String({ maxLength: 500 })),
+  payer: Type.Object({
+    method: Type.String({ description: 'phone' }),
+    value: Type.String({ description: 'Phone digits with country code, no plus: 8 to 15 digits' }),
+  }),
+  urls: Type.Object({
+    callbackUrl: httpUrl('Receives the signed payment.status_changed callbacks'),
+    successRedirectUrl: Type.Optional(httpUrl('Where the hosted payment page sends the consumer after success')),
+  }),
+});
+
+export const StatusBody = Type.Object({
+  paymentIdentifier: Type.String({ minLength: 1, maxLength: 100 }),
+});
+
+export const Payment = Type.Object({
+  paymentIdentifier: Type.String(),
+  status: Type.Union([
+    Type.Literal('pending'),
+    Type.Literal('no_user'),
+    Type.Literal('paid'),
+    Type.Literal('declined'),
+    Type.Literal('expired'),
+  ]),
+  reason: Type.Optional(Type.String({ description: 'Only when declined: declined_by_payer or insufficient_funds' })),
+  terminalId: Type.String(),
+  orderId: Type.String(),
+  amount: Type.Number(),
+  currency: Type.String(),
+  merchantStika: Type.Union([Type.String(), Type.Null()]),
+  description: Type.Union([Type.String(), Type.Null()]),
+  createdAt: Type.String(),
+  updatedAt: Type.String(),
+  expiresAt: Type.String(),
+  paymentUrl: Type.String(),
+});
+
+export const SignedHeaders = Type.Object({
+  'x-service-key-id': Type.String(),
+  'x-service-nonce': Type.String(),
+  'x-service-timestamp': Type.String(),
+  'x-service-hash': Type.String(),
+  'x-service-signature': Type.String(),
+});

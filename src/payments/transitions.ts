@@ -1,0 +1,52 @@
+import { enqueueStatusEvent } from '../callbacks/events.js';
+import type { Tx } from '../db/database.js';
+import type { DeclineReason, PaymentStatus, PaymentTable } from '../db/schema.js';
+
+/**
+ * The lifecycle (CONTRACT §6): pending → paid | declined | expired; no_user → pending |
+ * expired. Terminal states never change. Every move is a conditional update on the current
+ * status, so of two racing moves exactly one takes effect, and it writes its callback event
+ * in the same transaction.
+ */
+export const NEXT: Record<PaymentStatus, readonly PaymentStatus[]> = {
+  no_user: ['pending', 'expired'],
+  pending: ['paid', 'declined', 'expired'],
+  paid: [],
+  declined: [],
+  expired: [],
+};
+
+export interface Move {
+  to: PaymentStatus;
+  reason?: DeclineReason | null;
+  payerId?: string;
+  /** Only a payment of this payer may move (wallet actions). */
+  onlyPayer?: string;
+}
+
+/** Applies a move if the payment is still in a state that allows it; null if it lost the race. */
+export async function movePayment(tx: Tx, id: string, move: Move, now: number): Promise<PaymentTable | null> {
+  const from = (Object.keys(NEXT) as PaymentStatus[]).filter((status) => NEXT[status].includes(move.to));
+  let query = tx
+    .updateTable('payments')
+    .set({
+      status: move.to,
+      reason: move.reason ?? null,
+      updated_at: now,
+      ...(move.payerId ? { payer_id: move.payerId } : {}),
+    })
+    .where('id', '=', id)
+    .where('status', 'in', from);
+  // Only expiry may act on a payment past its expiry time: an accept racing expiry loses.
+  if (move.to !== 'expired') query = query.where('expires_at', '>', now);
+  if (move.onlyPayer) query = query.where('payer_id', '=', move.onlyPayer);
+  const moved = await query.returningAll().executeTakeFirst();
+  if (!moved) return null;
+  await emitStatusChange(tx, moved, now);
+  return moved;
+}
+
+export async function emitStatusChange(tx: Tx, payment: PaymentTable, now: number): Promise<void> {
+  const pos = await tx.selectFrom('points_of_sale').select('result_url').where('id', '=', payment.pos_id).executeTakeFirstOrThrow();
+  await enqueueStatusEvent(tx, payment, pos.result_url, now);
+}

@@ -1,0 +1,25 @@
+import { Type } from 'typebox';
+
+export const Wallet = Type.Object({ phone: Type.String(), balance: Type.Number(), currency: Type.String() });
+
+export const WalletPayment = Type.Object({
+  paymentIdentifier: Type.String(),
+  status: Type.String(),
+  reason: Type.Optional(Type.String()),
+  merchantName: Type.String(),
+  orderId: Type.String(),
+  description: Type.Union([Type.String(), Type.Null()]),
+  amount: Type.Number(),
+  currency: Type.String(),
+  createdAt: Type.String(),
+  updatedAt: Type.String(),
+  expiresAt: Type.String(),
+});
+
+export const WalletPaymentsQuery = Type.Object({
+  status: Type.Optional(Type.Union([Type.Literal('pending'), Type.Literal('paid'), Type.Literal('declined'), Type.Literal('expired')])),
+});
+
+export const PaymentParams = Type.Object({ paymentIdentifier: Type.String({ maxLength: 100 }) });
+export const AcceptBody = Type.Object({ pin: Type.String({ minLength: 1, maxLength: 32 }) });
+export const Answer = Type.Object({ status: Type.String(), reason: Type.Optional(Type.String()) });

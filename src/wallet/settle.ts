@@ -1,0 +1,82 @@
+import type { AppContext } from '../context.js';
+import type { PaymentTable } from '../db/schema.js';
+import { AppError } from '../http/errors.js';
+import { accountId, CASH_IN_OWNER, InsufficientFundsError, openAccount, postTransaction } from '../ledger/ledger.js';
+import { emitStatusChange, movePayment } from '../payments/transitions.js';
+import { isBottomlessTestPayer } from './staging-payers.js';
+
+/**
+ * The payer's answer to a pending payment. Accepting debits the payer and credits the
+ * merchant in one ledger transaction, in the same database transaction as the status change
+ * and its callback event; with too little money the payment is declined (insufficient_funds)
+ * instead. Declining moves no money. A payment that is no longer pending answers 409.
+ */
+export async function settlePayment(
+  ctx: AppContext,
+  payerId: string,
+  paymentId: string,
+  answer: 'accept' | 'decline',
+): Promise<PaymentTable> {
+  const now = ctx.now();
+  const settled = await ctx.store.write(async (tx) => {
+    if (answer === 'decline') {
+      return movePayment(tx, paymentId, { to: 'declined', reason: 'declined_by_payer', onlyPayer: payerId }, now);
+    }
+    // Claim the payment first (conditional), then move the money.
+    const claimed = await tx
+      .updateTable('payments')
+      .set({ status: 'paid', reason: null, updated_at: now })
+      .where('id', '=', paymentId)
+      .where('status', '=', 'pending')
+      .where('payer_id', '=', payerId)
+      .where('expires_at', '>', now)
+      .returningAll()
+      .executeTakeFirst();
+    if (!claimed) return null;
+    const wallet = accountId('wallet', payerId);
+    if (isBottomlessTestPayer(claimed.payer_phone)) {
+      // Staging test payers 1-3 never run out of money: top up what this payment needs.
+      const cashIn = await openAccount(tx, 'cash_in', CASH_IN_OWNER, now);
+      await postTransaction(
+        tx,
+        {
+          kind: 'deposit',
+          reference: payerId,
+          postings: [
+            { accountId: cashIn, amount: -claimed.amount },
+            { accountId: wallet, amount: claimed.amount },
+          ],
+        },
+        now,
+      );
+    }
+    let result = claimed;
+    try {
+      await postTransaction(
+        tx,
+        {
+          kind: 'payment',
+          reference: claimed.id,
+          postings: [
+            { accountId: wallet, amount: -claimed.amount },
+            { accountId: accountId('merchant', claimed.merchant_id), amount: claimed.amount },
+          ],
+        },
+        now,
+      );
+    } catch (error) {
+      if (!(error instanceof InsufficientFundsError)) throw error;
+      result = await tx
+        .updateTable('payments')
+        .set({ status: 'declined', reason: 'insufficient_funds' })
+        .where('id', '=', paymentId)
+        .returningAll()
+        .executeTakeFirstOrThrow();
+    }
+    await emitStatusChange(tx, result, now);
+    return result;
+  });
+  if (!settled)
+    throw new AppError('payment_not_pending', `Payment ${paymentId} is not pending for you (already answered, expired, or not yours).`);
+  return settled;
+}

@@ -1,0 +1,65 @@
+import { randomBytes } from 'node:crypto';
+import type { AppContext } from '../context.js';
+import { CASH_IN_OWNER, openAccount } from '../ledger/ledger.js';
+import { hashPassword } from '../security/passwords.js';
+import { settlePayment } from './settle.js';
+
+/**
+ * Staging test payers, like test card numbers (CONTRACT §6). Present in every staging
+ * database; they answer on their own about a second after a payment reaches them.
+ */
+export const TEST_PAYERS = {
+  '254708000001': 'accept',
+  '254708000002': 'decline',
+  '254708000003': 'never',
+  '254708000004': 'accept',
+} as const;
+
+type TestPhone = keyof typeof TEST_PAYERS;
+
+const ANSWER_AFTER_MS = 1000;
+
+export function isBottomlessTestPayer(phone: string): boolean {
+  return phone === '254708000001' || phone === '254708000002' || phone === '254708000003';
+}
+
+/** Creates the test payers if missing (idempotent; safe with several instances). */
+export async function ensureStagingPayers(ctx: AppContext): Promise<void> {
+  const existing = await ctx.store.db.selectFrom('payers').select('phone').where('phone', 'in', Object.keys(TEST_PAYERS)).execute();
+  const missing = Object.keys(TEST_PAYERS).filter((phone) => !existing.some((p) => p.phone === phone));
+  if (missing.length === 0) return;
+  // Nobody knows their PIN: they answer through the simulator, not the wallet API.
+  const pinHash = await hashPassword(randomBytes(16).toString('hex'));
+  const now = ctx.now();
+  await ctx.store.write(async (tx) => {
+    for (const phone of missing) {
+      const id = `test-payer-${phone}`;
+      await tx
+        .insertInto('payers')
+        .values({ id, phone, name: `Staging test payer ${phone.slice(-1)}`, pin_hash: pinHash, created_at: now })
+        .onConflict((oc) => oc.doNothing())
+        .execute();
+      await openAccount(tx, 'wallet', id, now);
+    }
+    await openAccount(tx, 'cash_in', CASH_IN_OWNER, now);
+  });
+}
+
+/** Answers every pending payment of a test payer that has waited about a second. */
+export async function answerForTestPayers(ctx: AppContext): Promise<void> {
+  const due = await ctx.store.db
+    .selectFrom('payments')
+    .select(['id', 'payer_id', 'payer_phone'])
+    .where('status', '=', 'pending')
+    .where('payer_phone', 'in', ['254708000001', '254708000002', '254708000004'])
+    .where('created_at', '<=', ctx.now() - ANSWER_AFTER_MS)
+    .limit(200)
+    .execute();
+  await Promise.all(
+    due.map(async (payment) => {
+      const behaviour = TEST_PAYERS[payment.payer_phone as TestPhone];
+      if (behaviour === 'never' || !payment.payer_id) return;
+      await settlePayment(ctx, payment.payer_id, payment.id, behaviour).catch(() => undefined); // lost a race: fine
+    }),
+  );
+}

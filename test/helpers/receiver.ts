@@ -1,0 +1,98 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+export interface Received {
+  method: string;
+  path: string;
+  headers: IncomingMessage['headers'];
+  /** The exact body bytes, as text. */
+  body: string;
+  at: number;
+}
+
+/**
+ * A real HTTP(S) server on 127.0.0.1 that records every request, for callbacks and
+ * redirects. `respond` decides each answer's status (default 200).
+ */
+export interface Receiver {
+  url: string;
+  received: Received[];
+  respond: (request: Received, index: number) => number;
+  /** Resolves when at least `count` requests have arrived (rejects after `timeoutMs`). */
+  waitFor(count: number, timeoutMs?: number): Promise<Received[]>;
+  close(): Promise<void>;
+}
+
+export async function startReceiver(options: { https?: boolean } = {}): Promise<Receiver> {
+  const receiver: Receiver = {
+    url: '',
+    received: [],
+    respond: () => 200,
+    waitFor: async (count, timeoutMs = 10_000) => {
+      const deadline = Date.now() + timeoutMs;
+      while (receiver.received.length < count) {
+        if (Date.now() > deadline) throw new Error(`expected ${count} requests, got ${receiver.received.length}`);
+        await new Promise((r) => setTimeout(r, 25));
+      }
+      return receiver.received;
+    },
+    close: async () => undefined,
+  };
+  const handler = (req: IncomingMessage, res: ServerResponse) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const entry: Received = {
+        method: req.method ?? '',
+        path: req.url ?? '',
+        headers: req.headers,
+        body: Buffer.concat(chunks).toString('utf8'),
+        at: Date.now(),
+      };
+      const status = receiver.respond(entry, receiver.received.length);
+      receiver.received.push(entry);
+      res.writeHead(status, { 'content-type': 'text/plain' }).end('ok');
+    });
+  };
+  let certDir: string | null = null;
+  const server = options.https
+    ? (() => {
+        certDir = mkdtempSync(join(tmpdir(), 'lipa-cert-'));
+        execFileSync(
+          'openssl',
+          [
+            'req',
+            '-x509',
+            '-newkey',
+            'rsa:2048',
+            '-nodes',
+            '-subj',
+            '/CN=localhost',
+            '-days',
+            '1',
+            '-keyout',
+            join(certDir, 'key.pem'),
+            '-out',
+            join(certDir, 'cert.pem'),
+          ],
+          { stdio: 'ignore' },
+        );
+        return createHttpsServer({ key: readFileSync(join(certDir, 'key.pem')), cert: readFileSync(join(certDir, 'cert.pem')) }, handler);
+      })()
+    : createHttpServer(handler);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  receiver.url = `${options.https ? 'https' : 'http'}://127.0.0.1:${port}`;
+  receiver.close = () =>
+    new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+      if (certDir) rmSync(certDir, { recursive: true, force: true });
+    });
+  return receiver;
+}

@@ -1,0 +1,135 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { LipaClient, type Payment } from '../src/client/index.js';
+import { checkLedger } from '../src/ledger/ledger.js';
+import { call, type MerchantSetup, merchantWithPos, paymentBody } from './helpers/client.js';
+import { type Lipa, startLipa } from './helpers/harness.js';
+import { type Receiver, startReceiver } from './helpers/receiver.js';
+
+/** Every staging test payer's scenario end to end, callbacks received by a real server. */
+describe('staging test payers, end to end', () => {
+  let lipa: Lipa;
+  let receiver: Receiver;
+  let merchant: MerchantSetup;
+  let client: LipaClient;
+
+  before(async () => {
+    lipa = await startLipa({ PAYMENT_TTL_SECONDS: '3' });
+    receiver = await startReceiver();
+    merchant = await merchantWithPos(lipa, { resultUrl: `${receiver.url}/result` });
+    client = new LipaClient({ baseUrl: lipa.url, keyId: merchant.keyId, secret: merchant.secret });
+  });
+  after(async () => {
+    await lipa.close();
+    await receiver.close();
+  });
+
+  async function payAndWait(phone: string, expected: Payment['status']) {
+    const orderId = `order-${phone}-${Date.now()}`;
+    const created = await client.createPayment(
+      paymentBody(merchant, {
+        orderId,
+        payer: { method: 'phone', value: phone },
+        urls: { callbackUrl: `${receiver.url}/cb/${orderId}` },
+      }) as never,
+    );
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const payment = created.body as Payment;
+    const deadline = Date.now() + 8000;
+    for (;;) {
+      const status = await client.paymentStatus(payment.paymentIdentifier);
+      assert.equal(status.status, 200);
+      if ((status.body as Payment).status === expected) return { created: payment, final: status.body as Payment, orderId };
+      assert.ok(Date.now() < deadline, `payment to ${phone} never became ${expected}: ${JSON.stringify(status.body)}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  async function callbacksFor(orderId: string, count: number) {
+    const deadline = Date.now() + 8000;
+    for (;;) {
+      const mine = receiver.received.filter((r) => r.body.includes(`"orderId":"${orderId}"`));
+      if (mine.length >= count) return mine;
+      assert.ok(Date.now() < deadline, `expected ${count} callbacks for ${orderId}, got ${mine.length}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+
+  test('254708000001 accepts after about a second: paid, money moved, signed callbacks to both URLs', async () => {
+    const { created, final, orderId } = await payAndWait('254708000001', 'paid');
+    assert.equal(created.status, 'pending');
+    assert.equal(final.amount, 1500.5);
+    assert.equal(final.reason, undefined);
+    const callbacks = await callbacksFor(orderId, 2);
+    assert.deepEqual(callbacks.map((c) => c.path).sort(), [`/cb/${orderId}`, '/result']);
+    const [first, second] = callbacks.map((c) => JSON.parse(c.body));
+    assert.equal(first.eventId, second.eventId, 'both URLs get the same eventId');
+    assert.equal(first.eventType, 'payment.status_changed');
+    assert.equal(first.payment.status, 'paid');
+    assert.equal(first.payment.paymentIdentifier, created.paymentIdentifier);
+    assert.equal(first.payment.merchantStika, 'KES_100234');
+    for (const callback of callbacks) {
+      assert.equal(callback.method, 'POST');
+      assert.ok(
+        client.verifyCallback({ url: `${receiver.url}${callback.path}`, headers: callback.headers, body: callback.body }),
+        'the client verifies the signature',
+      );
+      assert.ok(
+        !client.verifyCallback({ url: `${receiver.url}${callback.path}`, headers: callback.headers, body: `${callback.body} ` }),
+        'a tampered body fails',
+      );
+    }
+    const merchantBalance = await lipa.ctx.store.db
+      .selectFrom('ledger_accounts')
+      .select('balance')
+      .where('owner_id', '=', merchant.merchantId)
+      .executeTakeFirstOrThrow();
+    assert.equal(merchantBalance.balance, 150050);
+  });
+
+  test('254708000002 declines: declined_by_payer, no money moves', async () => {
+    const { final, orderId } = await payAndWait('254708000002', 'declined');
+    assert.equal(final.reason, 'declined_by_payer');
+    const [callback] = await callbacksFor(orderId, 1);
+    assert.equal(JSON.parse(callback?.body ?? '{}').payment.reason, 'declined_by_payer');
+  });
+
+  test('254708000004 has no money: declined with insufficient_funds', async () => {
+    const { final, orderId } = await payAndWait('254708000004', 'declined');
+    assert.equal(final.reason, 'insufficient_funds');
+    const [callback] = await callbacksFor(orderId, 1);
+    assert.equal(JSON.parse(callback?.body ?? '{}').payment.status, 'declined');
+  });
+
+  test('254708000003 never answers: expired at the TTL', async () => {
+    const { created, final, orderId } = await payAndWait('254708000003', 'expired');
+    assert.equal(created.status, 'pending');
+    assert.ok(Date.parse(final.updatedAt) >= Date.parse(created.expiresAt));
+    const [callback] = await callbacksFor(orderId, 1);
+    assert.equal(JSON.parse(callback?.body ?? '{}').payment.status, 'expired');
+  });
+
+  test('an unregistered number gets no_user, then expires', async () => {
+    const { created } = await payAndWait('254799123456', 'expired');
+    assert.equal(created.status, 'no_user');
+  });
+
+  test('the ledger balances after all of it', async () => {
+    const check = await checkLedger(lipa.ctx.store.db);
+    assert.equal(check.total, 0);
+    assert.deepEqual([check.mismatched, check.negative, check.unbalanced], [[], [], []]);
+  });
+
+  test('the callback log shows every attempt', async () => {
+    const payments = await lipa.ctx.store.db.selectFrom('payments').select('id').where('payer_phone', '=', '254708000001').execute();
+    const reply = await call(lipa.url, 'GET', `/api/v1/callbacks?paymentIdentifier=${payments[0]?.id}`, { token: merchant.token });
+    assert.equal(reply.status, 200);
+    assert.equal(reply.body.length, 1);
+    assert.equal(reply.body[0].deliveries.length, 2);
+    for (const delivery of reply.body[0].deliveries) {
+      assert.equal(delivery.status, 'delivered');
+      assert.equal(delivery.history.length, 1);
+      assert.equal(delivery.history[0].statusCode, 200);
+    }
+  });
+});
