@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { isIP } from 'node:net';
 
 /** Every setting of CONTRACT §1, parsed once at start. */
 export interface Config {
@@ -20,6 +21,8 @@ export interface Config {
   callbackAllowPrivate: boolean;
   callbackRetryBaseSeconds: number;
   callbackAllowInsecureTls: boolean;
+  /** CALLBACK_DNS_SERVERS: resolvers for callback targets (`ip`, `ip:port`, `[ipv6]:port`); empty = the system resolver. */
+  callbackDnsServers: string[];
   rateLimitLoginFailures: number;
   rateLimitAuthIpPerMin: number;
   rateLimitKeyPerSec: number;
@@ -77,6 +80,7 @@ export function loadConfig(env: Env = process.env): Config {
     callbackAllowPrivate: bool(env, 'CALLBACK_ALLOW_PRIVATE', !production),
     callbackRetryBaseSeconds: int(env, 'CALLBACK_RETRY_BASE_SECONDS', 30, 1),
     callbackAllowInsecureTls: bool(env, 'CALLBACK_ALLOW_INSECURE_TLS', !production),
+    callbackDnsServers: dnsServers(env.CALLBACK_DNS_SERVERS),
     rateLimitLoginFailures: int(env, 'RATE_LIMIT_LOGIN_FAILURES', 10, 1),
     rateLimitAuthIpPerMin: int(env, 'RATE_LIMIT_AUTH_IP_PER_MIN', 300, 1),
     rateLimitKeyPerSec: int(env, 'RATE_LIMIT_KEY_PER_SEC', 100, 1),
@@ -136,6 +140,37 @@ function publicBaseUrl(value: string | undefined): string | null {
     throw new ConfigError('PUBLIC_BASE_URL must be an http(s) URL');
   }
   return url.origin;
+}
+
+/**
+ * CALLBACK_DNS_SERVERS: comma-separated `ip`, `ip:port` (IPv4), `ipv6` or `[ipv6]:port`; unset or
+ * empty = the system resolver. Returned in the form dns.Resolver#setServers accepts.
+ */
+function dnsServers(value: string | undefined): string[] {
+  if (value === undefined || value.trim() === '') return [];
+  return value.split(',').map((raw) => {
+    const entry = raw.trim();
+    const bad = () =>
+      new ConfigError(
+        `CALLBACK_DNS_SERVERS must be comma-separated ip or ip:port entries such as 10.0.0.53,[2001:db8::53]:53 (got "${entry}")`,
+      );
+    const checkPort = (digits: string) => {
+      if (!/^[0-9]{1,5}$/.test(digits) || Number(digits) < 1 || Number(digits) > 65535) throw bad();
+    };
+    if (isIP(entry) !== 0) return isIP(entry) === 6 ? `[${entry}]` : entry;
+    const v6 = /^\[([^\]]+)\](?::([^:]*))?$/.exec(entry);
+    if (v6) {
+      if (isIP(v6[1] ?? '') !== 6) throw bad();
+      if (v6[2] !== undefined) checkPort(v6[2]);
+      return entry;
+    }
+    const v4 = /^([^:]+):([^:]*)$/.exec(entry);
+    if (v4 && isIP(v4[1] ?? '') === 4) {
+      checkPort(v4[2] ?? '');
+      return entry;
+    }
+    throw bad();
+  });
 }
 
 /** LIPA_MASTER_KEY is 32 bytes as 64 hex digits or base64; staging derives a fixed dev key. */

@@ -1,4 +1,4 @@
-import { lookup } from 'node:dns/promises';
+import { lookup, Resolver } from 'node:dns/promises';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
@@ -12,6 +12,11 @@ export interface CallbackRequest {
   insecureTls: boolean;
   /** CALLBACK_ALLOW_PRIVATE: may the target be loopback or a private network. */
   allowPrivate: boolean;
+  /**
+   * CALLBACK_DNS_SERVERS: resolve the target with these servers (`ip`, `ip:port`, `[ipv6]:port`)
+   * instead of the system resolver. Empty or absent: dns.lookup.
+   */
+  dnsServers?: readonly string[];
   timeoutMs: number;
 }
 
@@ -25,6 +30,45 @@ export interface CallbackResult {
 export function isPublicAddress(address: string): boolean {
   if (!ipaddr.isValid(address)) return false;
   return ipaddr.process(address).range() === 'unicast'; // process() unwraps IPv4-mapped IPv6
+}
+
+interface Resolved {
+  address: string;
+  family: number;
+}
+
+/** DNS answers that mean "no address of this family", as opposed to a failure. */
+const NO_ADDRESS = new Set(['ENODATA', 'ENOTFOUND']);
+
+/**
+ * Every address of `hostname`: an IP literal as is; otherwise the system resolver (dns.lookup),
+ * or A and AAAA queries to `servers` when CALLBACK_DNS_SERVERS is set.
+ */
+export async function resolveTarget(hostname: string, servers: readonly string[] | undefined, timeoutMs: number): Promise<Resolved[]> {
+  const family = isIP(hostname);
+  if (family !== 0) return [{ address: hostname, family }];
+  if (!servers || servers.length === 0) return lookup(hostname, { all: true, verbatim: true });
+  const resolver = new Resolver({ timeout: Math.max(1, Math.min(timeoutMs, 5000)), tries: 2 });
+  resolver.setServers([...servers]);
+  const query = async (type: 4 | 6): Promise<Resolved[] | Error> => {
+    try {
+      const addresses = type === 4 ? await resolver.resolve4(hostname) : await resolver.resolve6(hostname);
+      return addresses.map((address) => ({ address, family: type }));
+    } catch (error) {
+      return error as Error;
+    }
+  };
+  const answers = await Promise.all([query(4), query(6)]);
+  const failure = answers.find(
+    (a): a is NodeJS.ErrnoException => a instanceof Error && !NO_ADDRESS.has((a as NodeJS.ErrnoException).code ?? ''),
+  );
+  if (failure) throw failure;
+  const addresses = answers.flatMap((a) => (a instanceof Error ? [] : a));
+  if (addresses.length === 0) {
+    const error = answers.find((a) => a instanceof Error);
+    throw error ?? new Error(`no address for ${hostname}`);
+  }
+  return addresses;
 }
 
 /**
@@ -46,23 +90,28 @@ export async function postCallback(request: CallbackRequest): Promise<CallbackRe
     return done(null, 'invalid URL');
   }
   const hostname = url.hostname.replace(/^\[|\]$/g, '');
-  let pinned: { address: string; family: number } | null = null;
-  if (!request.allowPrivate) {
-    let addresses: { address: string; family: number }[];
+  let pinned: Resolved | null = null;
+  const dedicatedResolver = (request.dnsServers?.length ?? 0) > 0;
+  if (!request.allowPrivate || dedicatedResolver) {
+    // Resolved once here and connected to by that address: the check cannot be rebound, and
+    // with CALLBACK_DNS_SERVERS the system resolver is never asked.
+    let addresses: Resolved[];
     try {
-      addresses = isIP(hostname) ? [{ address: hostname, family: isIP(hostname) }] : await lookup(hostname, { all: true, verbatim: true });
+      addresses = await resolveTarget(hostname, request.dnsServers, request.timeoutMs);
     } catch (error) {
       return done(null, `DNS lookup failed: ${(error as Error).message}`);
     }
-    const blocked = addresses.find((a) => !isPublicAddress(a.address));
-    if (blocked || addresses.length === 0)
-      return done(null, `refused: ${hostname} resolves to a non-public address (${blocked?.address ?? 'none'})`);
+    if (!request.allowPrivate) {
+      const blocked = addresses.find((a) => !isPublicAddress(a.address));
+      if (blocked || addresses.length === 0)
+        return done(null, `refused: ${hostname} resolves to a non-public address (${blocked?.address ?? 'none'})`);
+    }
     pinned = addresses[0] ?? null;
   }
 
   const pinnedLookup: LookupFunction | undefined = pinned
     ? (_host, options, callback) => {
-        const { address, family } = pinned as { address: string; family: number };
+        const { address, family } = pinned as Resolved;
         if ((options as { all?: boolean }).all)
           (callback as (e: null, a: { address: string; family: number }[]) => void)(null, [{ address, family }]);
         else callback(null, address, family);

@@ -80,6 +80,7 @@ async function attempt(ctx: AppContext, delivery: CallbackDeliveryTable): Promis
     headers,
     insecureTls,
     allowPrivate: ctx.config.callbackAllowPrivate,
+    dnsServers: ctx.config.callbackDnsServers,
     timeoutMs: TIMEOUT_MS,
   });
   const ok = result.statusCode !== null && result.statusCode >= 200 && result.statusCode < 300;

@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
-import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql } from 'kysely';
+import { Kysely, Migrator, PostgresDialect, type SqliteDatabase, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
 import { migrations } from './migrations/index.js';
 import type { Database } from './schema.js';
@@ -47,7 +47,7 @@ function openSqlite(path: string): Db {
   sqlite.pragma('synchronous = FULL');
   sqlite.pragma('foreign_keys = ON');
   sqlite.pragma('busy_timeout = 5000');
-  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
+  const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(sqlite) }) });
   const groupCommit = new SqliteGroupCommit(db);
   return {
     db,
@@ -59,6 +59,28 @@ function openSqlite(path: string): Db {
     close: async () => {
       await groupCommit.drain();
       await db.destroy();
+    },
+  };
+}
+
+/**
+ * Kysely prepares every query anew; preparing costs more than running a small query. The
+ * service issues a bounded set of distinct SQL texts, so statements are prepared once and
+ * reused (better-sqlite3 is synchronous: a statement is never in use twice at once).
+ */
+function withStatementCache(sqlite: BetterSqlite3.Database): SqliteDatabase {
+  const cache = new Map<string, BetterSqlite3.Statement>();
+  return {
+    close: () => sqlite.close(),
+    prepare: (text: string) => {
+      let statement = cache.get(text);
+      if (!statement) {
+        statement = sqlite.prepare(text);
+        // Bounded: ad-hoc SQL (e.g. IN lists of varying length) must not grow it forever.
+        if (cache.size >= 2000) cache.clear();
+        cache.set(text, statement);
+      }
+      return statement;
     },
   };
 }

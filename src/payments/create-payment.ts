@@ -9,7 +9,7 @@ import { assertHttpUrl } from '../pos/points-of-sale.js';
 import { randomId } from '../security/tokens.js';
 import { paymentPrompt } from '../wallet/prompt.js';
 import type { CreatePaymentBody } from './schemas.js';
-import type { Signer } from './signed-request.js';
+import { consumeNonce, type Signer } from './signed-request.js';
 
 /** The largest single payment, in major units (CONTRACT §6). */
 export const MAX_PAYMENT = 250_000;
@@ -99,6 +99,7 @@ export async function createPayment(ctx: AppContext, signer: Signer, body: Body)
   };
 
   const outcome = await ctx.store.write(async (tx) => {
+    await consumeNonce(tx, signer);
     const existing = await findByOrder(tx, body.terminalId, body.orderId);
     if (existing) return existing;
     const inserted = await tx
@@ -111,6 +112,7 @@ export async function createPayment(ctx: AppContext, signer: Signer, body: Body)
     if (row.status === 'pending') await ctx.notifier.send(tx, paymentPrompt(row, pos.pos_company_name), now);
     return 'created' as const;
   });
+  signer.nonceRecorded = true;
   if (outcome === 'created') return { payment: row, created: true };
   if (outcome === null || outcome.fingerprint !== print) {
     throw new AppError(
@@ -127,12 +129,16 @@ function findByOrder(tx: Tx, terminalId: string, orderId: string) {
 
 /** Endpoint 6: the current state of one of the caller's payments. */
 export async function findPayment(ctx: AppContext, signer: Signer, paymentIdentifier: string): Promise<PaymentTable> {
-  const payment = await ctx.store.db
-    .selectFrom('payments')
-    .selectAll()
-    .where('id', '=', paymentIdentifier)
-    .where('merchant_id', '=', signer.merchantId)
-    .executeTakeFirst();
+  const payment = await ctx.store.write(async (tx) => {
+    await consumeNonce(tx, signer);
+    return tx
+      .selectFrom('payments')
+      .selectAll()
+      .where('id', '=', paymentIdentifier)
+      .where('merchant_id', '=', signer.merchantId)
+      .executeTakeFirst();
+  });
+  signer.nonceRecorded = true;
   if (!payment) throw new AppError('not_found', `No payment ${paymentIdentifier}.`);
   return payment;
 }

@@ -1,6 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import { bodyHash, digestEquals, hmacHex, SIGNATURE_HEADERS, signingString } from '../client/signing.js';
 import type { AppContext } from '../context.js';
+import type { Tx } from '../db/database.js';
 import { AppError, type ErrorCode } from '../http/errors.js';
 import { WindowLimiter } from '../http/rate-limit.js';
 
@@ -11,6 +12,11 @@ export interface Signer {
   keyId: string;
   merchantId: string;
   secret: string;
+  nonce: string;
+  /** Until when the nonce must be remembered: its timestamp's window plus clock slack. */
+  nonceExpiresAt: number;
+  /** Set once the nonce is durably recorded. */
+  nonceRecorded: boolean;
 }
 
 declare module 'fastify' {
@@ -24,9 +30,9 @@ const refuse = (code: ErrorCode, message: string) => new AppError(code, message)
 
 /**
  * The preValidation hook of endpoints 5 and 6: every check of CONTRACT §5, each failure a
- * 403 with its own code, before the body is validated. The nonce is recorded (single use,
- * in the database, so every instance sees it) only once everything else has passed, so that
- * nobody without the secret can burn a merchant's nonces.
+ * 403 with its own code, before the body is validated. Nonces are single use per key, kept
+ * in the database so every instance sees them, and only recorded once everything else has
+ * passed, so that nobody without the secret can burn a merchant's nonces.
  */
 export function verifySignedRequest(ctx: AppContext) {
   const perKey = new WindowLimiter(ctx.config.rateLimitKeyPerSec, 1000, ctx.now);
@@ -74,20 +80,60 @@ export function verifySignedRequest(ctx: AppContext) {
     // Counted only once signed: a stranger who knows a key id cannot exhaust its limit.
     perKey.hit(keyId);
 
-    // Kept until its timestamp can no longer be accepted, plus a minute of clock slack.
-    const expiresAt = (Number(timestamp) + TIMESTAMP_WINDOW_SECONDS + 60) * 1000;
-    const fresh = await ctx.store.write(async (tx) => {
-      const inserted = await tx
-        .insertInto('nonces')
-        .values({ key_id: keyId, nonce, expires_at: expiresAt })
-        .onConflict((oc) => oc.columns(['key_id', 'nonce']).doNothing())
-        .executeTakeFirst();
-      return Number(inserted.numInsertedOrUpdatedRows ?? 0n) === 1;
-    });
-    if (!fresh) throw refuse('nonce_reused', 'This X-Service-Nonce was already used with this key.');
-
-    request.signer = { keyId, merchantId: key.merchant_id, secret };
+    // A nonce seen before is refused here; recording it happens in the operation's own
+    // transaction (consumeNonce), so a request costs one commit, not two.
+    const seen = await ctx.store.db
+      .selectFrom('nonces')
+      .select('nonce')
+      .where('key_id', '=', keyId)
+      .where('nonce', '=', nonce)
+      .executeTakeFirst();
+    if (seen) throw nonceReused();
+    request.signer = {
+      keyId,
+      merchantId: key.merchant_id,
+      secret,
+      nonce,
+      nonceExpiresAt: (Number(timestamp) + TIMESTAMP_WINDOW_SECONDS + 60) * 1000,
+      nonceRecorded: false,
+    };
     if (request.deferredBodyError) throw request.deferredBodyError;
+  };
+}
+
+const nonceReused = () => refuse('nonce_reused', 'This X-Service-Nonce was already used with this key.');
+
+/**
+ * Records the request's nonce inside the operation's transaction; of two concurrent uses
+ * of one nonce, exactly one gets past this. Call it first in the unit.
+ */
+export async function consumeNonce(tx: Tx, signer: Signer): Promise<void> {
+  const inserted = await tx
+    .insertInto('nonces')
+    .values({ key_id: signer.keyId, nonce: signer.nonce, expires_at: signer.nonceExpiresAt })
+    .onConflict((oc) => oc.columns(['key_id', 'nonce']).doNothing())
+    .executeTakeFirst();
+  if (Number(inserted.numInsertedOrUpdatedRows ?? 0n) !== 1) throw nonceReused();
+}
+
+/**
+ * An onResponse hook of signed routes: when the operation did not record the nonce (the
+ * body was invalid, the terminal unknown, …), record it now, so that every request that
+ * passed the signature check has used up its nonce.
+ */
+export function recordUnusedNonce(ctx: AppContext) {
+  return async (request: FastifyRequest): Promise<void> => {
+    const signer = request.signer;
+    if (!signer || signer.nonceRecorded) return;
+    await ctx.store
+      .write((tx) =>
+        tx
+          .insertInto('nonces')
+          .values({ key_id: signer.keyId, nonce: signer.nonce, expires_at: signer.nonceExpiresAt })
+          .onConflict((oc) => oc.columns(['key_id', 'nonce']).doNothing())
+          .execute(),
+      )
+      .catch((err: unknown) => request.log.error({ err }, 'could not record a nonce'));
   };
 }
 

@@ -1,0 +1,296 @@
+/**
+ * `npm run bench`: starts the service (SQLite by default, `-- --postgres` for PostgreSQL),
+ * drives it from this separate process on 127.0.0.1 with autocannon, a fresh nonce and
+ * signature per request, and prints a table against a bare Fastify baseline measured in the
+ * same run. Bounded: each scenario runs BENCH_SECONDS (default 10) and stops by itself.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import autocannon from 'autocannon';
+import { signRequest } from '../src/client/signing.js';
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
+const POSTGRES = process.argv.includes('--postgres');
+const ADMIN_TOKEN = 'bench-admin-token-0123456789';
+
+interface Started {
+  child: ChildProcess;
+  url: string;
+}
+
+async function startProcess(args: string[], env: Record<string, string>, ready: (line: string) => string | null): Promise<Started> {
+  const child = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  return new Promise((resolve, reject) => {
+    let output = '';
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      for (const line of output.split('\n')) {
+        const url = ready(line);
+        if (url) {
+          child.stdout?.off('data', onData);
+          child.stderr?.off('data', onData);
+          child.stdout?.resume();
+          child.stderr?.resume();
+          resolve({ child, url });
+          return;
+        }
+      }
+    };
+    child.stdout?.on('data', onData);
+    child.stderr?.on('data', onData);
+    child.on('exit', (code) => reject(new Error(`process exited ${code}: ${output}`)));
+  });
+}
+
+/** Peak and current resident memory of a process, in MiB (Linux /proc). */
+function memory(pid: number): { peak: number; rss: number } {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)?.[1] ?? 0);
+  return { peak: kb('VmHWM') / 1024, rss: kb('VmRSS') / 1024 };
+}
+
+async function json(url: string, method: string, body: unknown, token?: string) {
+  const response = await fetch(url, {
+    method,
+    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    body: JSON.stringify(body),
+  });
+  const data = (await response.json()) as Record<string, unknown>;
+  if (!response.ok) throw new Error(`${method} ${url}: ${response.status} ${JSON.stringify(data)}`);
+  return data;
+}
+
+interface Row {
+  scenario: string;
+  rps: number;
+  p50: number;
+  p99: number;
+  errors: number;
+  non2xx: number;
+  peakMiB: number;
+  rssStart: number;
+  rssEnd: number;
+}
+
+async function load(name: string, pid: number, options: autocannon.Options): Promise<Row> {
+  const rssStart = memory(pid).rss;
+  const result = await autocannon({ connections: CONNECTIONS, duration: SECONDS, ...options });
+  const mem = memory(pid);
+  return {
+    scenario: name,
+    rps: result.requests.average,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    errors: result.errors + result.timeouts,
+    non2xx: result.non2xx,
+    peakMiB: mem.peak,
+    rssStart,
+    rssEnd: mem.rss,
+  };
+}
+
+function paymentBody(terminalId: string) {
+  return {
+    terminalId,
+    currency: 'KES',
+    amount: 1500.5,
+    merchantStika: 'KES_100234',
+    orderId: `bench-${randomBytes(8).toString('hex')}`,
+    description: 'Benchmark payment',
+    payer: { method: 'phone', value: '254708000003' },
+    urls: { callbackUrl: 'http://127.0.0.1:9/callback' },
+  };
+}
+
+async function main(): Promise<void> {
+  const rows: Row[] = [];
+
+  // (c) the baseline, alone on the machine.
+  const baseline = await startProcess(['--import', 'tsx', 'bench/baseline-server.ts'], {}, (l) => {
+    const port = /^listening (\d+)/.exec(l)?.[1];
+    return port ? `http://127.0.0.1:${port}` : null;
+  });
+  const sample = JSON.stringify(paymentBody('T-1'));
+  rows.push(
+    await load('(c) bare Fastify, same body + schema', baseline.child.pid as number, {
+      url: `${baseline.url}/api/public/v1/merchant-payments`,
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: sample,
+    }),
+  );
+  baseline.child.kill('SIGTERM');
+
+  // The service.
+  const dir = mkdtempSync(join(tmpdir(), 'lipa-bench-'));
+  let pgStop: (() => Promise<void>) | null = null;
+  let databaseUrl = `file:${join(dir, 'lipa.sqlite')}`;
+  if (POSTGRES) {
+    const { startThrowawayPostgres } = await import('../scripts/pg-throwaway.mjs');
+    const pg = await startThrowawayPostgres();
+    databaseUrl = pg.url;
+    pgStop = pg.stop;
+  }
+  const port = await freePort();
+  // BENCH_PROFILE=dir writes a V8 CPU profile of the service (open it in Chrome DevTools).
+  const profile = process.env.BENCH_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : [];
+  const lipa = spawn(process.execPath, [...profile, 'dist/src/main.js'], {
+    env: {
+      ...process.env,
+      PORT: String(port),
+      MOCK_PORT: '0',
+      DATABASE_URL: databaseUrl,
+      ADMIN_TOKEN,
+      LOG_LEVEL: 'warn',
+      RATE_LIMIT_KEY_PER_SEC: '1000000',
+      PAYMENT_TTL_SECONDS: '3600',
+    },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  const url = `http://127.0.0.1:${port}`;
+  await waitForHealth(url);
+  try {
+    const setup = await merchantSetup(url);
+    const pid = lipa.pid as number;
+
+    // (a) signed payment creation: fresh order, nonce and signature per request.
+    rows.push(
+      await load('(a) signed payment creation', pid, {
+        url,
+        requests: [
+          {
+            method: 'POST',
+            path: '/api/public/v1/merchant-payments',
+            setupRequest: (request) => {
+              const body = JSON.stringify(paymentBody(setup.terminalId));
+              const headers = signRequest({ keyId: setup.keyId, secret: setup.secret, method: 'POST', url, body });
+              return { ...request, body, headers: { ...headers, 'content-type': 'application/json' } };
+            },
+          },
+        ],
+      }),
+    );
+
+    // (b) signed status of existing payments.
+    const ids: string[] = [];
+    for (let i = 0; i < 200; i++) ids.push(await createOne(url, setup));
+    rows.push(
+      await load('(b) signed payment status', pid, {
+        url,
+        requests: [
+          {
+            method: 'POST',
+            path: '/api/public/v1/merchant-payments/status',
+            setupRequest: (request) => {
+              const body = JSON.stringify({ paymentIdentifier: ids[Math.floor(Math.random() * ids.length)] });
+              const headers = signRequest({ keyId: setup.keyId, secret: setup.secret, method: 'POST', url, body });
+              return { ...request, body, headers: { ...headers, 'content-type': 'application/json' } };
+            },
+          },
+        ],
+      }),
+    );
+  } finally {
+    lipa.kill('SIGTERM');
+    await new Promise((r) => lipa.once('exit', r));
+    if (pgStop) await pgStop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  print(rows);
+}
+
+async function freePort(): Promise<number> {
+  const { createServer } = await import('node:net');
+  return new Promise((resolve) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitForHealth(url: string): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    try {
+      if ((await fetch(`${url}/health`)).ok) return;
+    } catch {
+      // not up yet
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error('service did not start');
+}
+
+async function merchantSetup(url: string) {
+  const login = `bench-${randomBytes(4).toString('hex')}@shop.example`;
+  const merchant = await json(
+    `${url}/api/v1/admin/merchants`,
+    'POST',
+    { login, password: 'benchmark password', name: 'Bench' },
+    ADMIN_TOKEN,
+  );
+  await json(`${url}/api/v1/authorization`, 'POST', { login, password: 'benchmark password' });
+  const { token } = (await json(`${url}/api/v1/authorization/confirm`, 'POST', { login, otp: '534789' })) as { token: string };
+  const key = (await json(`${url}/api/v1/api-keys`, 'POST', {}, token)) as { keyId: string; secret: string };
+  const categories = (await (await fetch(`${url}/api/v1/categories`)).json()) as { categoryId: string }[];
+  const terminalId = `BENCH-${randomBytes(4).toString('hex')}`;
+  await json(
+    `${url}/api/v1/points-of-sale`,
+    'POST',
+    {
+      categoryId: categories[0]?.categoryId,
+      posCompanyName: 'Bench Duka',
+      description: 'benchmark',
+      website: 'https://bench.example',
+      resultUrl: 'http://127.0.0.1:9/result',
+      serverUrl: 'https://bench.example/api',
+      trustAllCertificates: false,
+      terminalId,
+      merchantId: merchant.merchantId,
+    },
+    token,
+  );
+  return { keyId: key.keyId, secret: key.secret, terminalId };
+}
+
+async function createOne(url: string, setup: { keyId: string; secret: string; terminalId: string }): Promise<string> {
+  const body = JSON.stringify(paymentBody(setup.terminalId));
+  const headers = signRequest({ keyId: setup.keyId, secret: setup.secret, method: 'POST', url, body });
+  const response = await fetch(`${url}/api/public/v1/merchant-payments`, {
+    method: 'POST',
+    headers: { ...headers, 'content-type': 'application/json' },
+    body,
+  });
+  const data = (await response.json()) as { paymentIdentifier: string };
+  return data.paymentIdentifier;
+}
+
+function print(rows: Row[]): void {
+  const base = rows.find((r) => r.scenario.startsWith('(c)'))?.rps ?? 1;
+  const header = ['scenario', 'req/s', 'vs (c)', 'p50 ms', 'p99 ms', 'errors', 'non-2xx', 'peak RSS MiB', 'RSS start→end MiB'];
+  const lines = rows.map((r) => [
+    r.scenario,
+    r.rps.toFixed(0),
+    `${((r.rps / base) * 100).toFixed(1)} %`,
+    r.p50.toFixed(1),
+    r.p99.toFixed(1),
+    String(r.errors),
+    String(r.non2xx),
+    r.peakMiB.toFixed(0),
+    `${r.rssStart.toFixed(0)}→${r.rssEnd.toFixed(0)}`,
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => (l[i] ?? '').length)));
+  const fmt = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join(' | ')} |`;
+  console.log(
+    `\nLipa benchmark: ${POSTGRES ? 'PostgreSQL' : 'SQLite (WAL, synchronous=FULL)'}, ${CONNECTIONS} connections, ${SECONDS} s per scenario\n`,
+  );
+  console.log(fmt(header));
+  console.log(fmt(widths.map((w) => '-'.repeat(w))));
+  for (const line of lines) console.log(fmt(line));
+}
+
+await main();
