@@ -134,18 +134,21 @@ export function registerCallbackRoutes(app: App, ctx: AppContext): void {
         if (!event) return false;
         const deliveries = await tx
           .selectFrom('callback_deliveries')
-          .select(['id', 'status', 'attempts'])
+          .select(['id', 'status', 'attempts', 'locked_until'])
           .where('event_id', '=', eventId)
           .execute();
         for (const d of deliveries) {
-          // One more try now; a delivery still retrying keeps the tries it has left.
+          // One more try now; a delivery still retrying keeps the tries it has left. One on
+          // the wire right now keeps its lease (never two concurrent sends) and is tried
+          // again as soon as that attempt is recorded.
+          const onTheWire = d.status === 'pending' && d.locked_until > now;
           await tx
             .updateTable('callback_deliveries')
             .set({
               status: 'pending',
               next_attempt_at: now,
-              locked_until: 0,
               attempts: d.status === 'pending' ? d.attempts : Math.min(d.attempts, MAX_ATTEMPTS - 1),
+              redeliver_requested: onTheWire ? 1 : 0,
               updated_at: now,
             })
             .where('id', '=', d.id)

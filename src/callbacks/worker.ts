@@ -1,16 +1,19 @@
+import type { Selectable } from 'kysely';
 import { signRequest } from '../client/signing.js';
 import type { AppContext } from '../context.js';
 import type { CallbackDeliveryTable } from '../db/schema.js';
 import { randomId } from '../security/tokens.js';
-import { postCallback } from './transport.js';
+import { type CallbackResult, postCallback } from './transport.js';
 
 /** About 12 tries: the first, then retries doubling from CALLBACK_RETRY_BASE_SECONDS. */
 export const MAX_ATTEMPTS = 12;
 const MAX_DELAY_MS = 12 * 60 * 60 * 1000;
 const TIMEOUT_MS = 10_000;
-/** A claimed delivery is leased; if the worker dies, another takes it after this. */
-const LEASE_MS = 60_000;
-const BATCH = 32;
+/** A claimed delivery is leased (longer than one attempt can take); if the worker dies, another takes it after this. */
+const LEASE_MS = 20_000;
+/** At most this many callbacks in flight per process; a slow receiver holds up only its own. */
+const MAX_IN_FLIGHT = 64;
+let inFlight = 0;
 
 /** The delay before the next try after `attempts` failed ones, with ±20 % jitter. */
 export function retryDelayMs(baseSeconds: number, attempts: number): number {
@@ -24,6 +27,8 @@ export function retryDelayMs(baseSeconds: number, attempts: number): number {
  * and records the attempt. Delivery is at least once; the eventId is the same every time.
  */
 export async function deliverDueCallbacks(ctx: AppContext): Promise<number> {
+  const room = MAX_IN_FLIGHT - inFlight;
+  if (room <= 0) return 0;
   const now = ctx.now();
   const claimed = await ctx.store.write(async (tx) => {
     const due = await tx
@@ -33,7 +38,7 @@ export async function deliverDueCallbacks(ctx: AppContext): Promise<number> {
       .where('next_attempt_at', '<=', now)
       .where('locked_until', '<=', now)
       .orderBy('next_attempt_at')
-      .limit(BATCH)
+      .limit(room)
       .execute();
     if (due.length === 0) return [];
     return tx
@@ -49,11 +54,29 @@ export async function deliverDueCallbacks(ctx: AppContext): Promise<number> {
       .returningAll()
       .execute();
   });
-  await Promise.all(claimed.map((delivery) => attempt(ctx, delivery)));
+  // Not awaited: the next round claims what is due while these are on the wire.
+  for (const delivery of claimed) {
+    inFlight++;
+    void attempt(ctx, delivery).finally(() => inFlight--);
+  }
   return claimed.length;
 }
 
-async function attempt(ctx: AppContext, delivery: CallbackDeliveryTable): Promise<void> {
+/** One attempt, always recorded: a failure on our side (e.g. an unreadable key) counts as a failed try. */
+async function attempt(ctx: AppContext, delivery: Selectable<CallbackDeliveryTable>): Promise<void> {
+  let result: CallbackResult;
+  try {
+    result = await send(ctx, delivery);
+  } catch (err) {
+    ctx.log.error({ err, deliveryId: delivery.id }, 'callback attempt could not be made');
+    result = { statusCode: null, error: `internal error: ${(err as Error).message}`, durationMs: 0 };
+  }
+  await record(ctx, delivery, result).catch((err: unknown) =>
+    ctx.log.error({ err, deliveryId: delivery.id }, 'callback attempt not recorded'),
+  );
+}
+
+async function send(ctx: AppContext, delivery: Selectable<CallbackDeliveryTable>): Promise<CallbackResult> {
   const event = await ctx.store.db
     .selectFrom('callback_events as e')
     .innerJoin('api_keys as k', 'k.id', 'e.api_key_id')
@@ -74,7 +97,7 @@ async function attempt(ctx: AppContext, delivery: CallbackDeliveryTable): Promis
     body: event.payload,
     origin: new URL(delivery.url).origin,
   });
-  const result = await postCallback({
+  return postCallback({
     url: delivery.url,
     body: event.payload,
     headers,
@@ -83,11 +106,13 @@ async function attempt(ctx: AppContext, delivery: CallbackDeliveryTable): Promis
     dnsServers: ctx.config.callbackDnsServers,
     timeoutMs: TIMEOUT_MS,
   });
+}
+
+async function record(ctx: AppContext, delivery: Selectable<CallbackDeliveryTable>, result: CallbackResult): Promise<void> {
   const ok = result.statusCode !== null && result.statusCode >= 200 && result.statusCode < 300;
   const error = ok ? null : (result.error ?? `HTTP ${result.statusCode}`);
-  const attempts = delivery.attempts + 1;
   const now = ctx.now();
-  await ctx.store.write(async (tx) => {
+  const attempts = await ctx.store.write(async (tx) => {
     await tx
       .insertInto('callback_attempts')
       .values({
@@ -99,18 +124,28 @@ async function attempt(ctx: AppContext, delivery: CallbackDeliveryTable): Promis
         duration_ms: result.durationMs,
       })
       .execute();
+    const current = await tx
+      .selectFrom('callback_deliveries')
+      .select(['attempts', 'redeliver_requested'])
+      .where('id', '=', delivery.id)
+      .executeTakeFirstOrThrow();
+    const made = current.attempts + 1;
+    // A redelivery asked for while this attempt was on the wire: one more try, now.
+    const again = current.redeliver_requested === 1;
     await tx
       .updateTable('callback_deliveries')
       .set({
-        attempts,
-        status: ok ? 'delivered' : attempts >= MAX_ATTEMPTS ? 'failed' : 'pending',
-        next_attempt_at: ok ? now : now + retryDelayMs(ctx.config.callbackRetryBaseSeconds, attempts),
+        attempts: again ? Math.min(made, MAX_ATTEMPTS - 1) : made,
+        status: again ? 'pending' : ok ? 'delivered' : made >= MAX_ATTEMPTS ? 'failed' : 'pending',
+        next_attempt_at: again || ok ? now : now + retryDelayMs(ctx.config.callbackRetryBaseSeconds, made),
         locked_until: 0,
+        redeliver_requested: 0,
         last_error: error,
         updated_at: now,
       })
       .where('id', '=', delivery.id)
       .execute();
+    return made;
   });
   if (!ok) ctx.log.info({ deliveryId: delivery.id, eventId: delivery.event_id, attempts, error }, 'callback attempt failed');
 }

@@ -218,6 +218,8 @@ export interface CallbackDeliveryTable {
   /** A worker's lease: another worker skips the row until then (crash-safe). */
   locked_until: number;
   last_error: string | null;
+  /** A redelivery was asked for while an attempt was on the wire. */
+  redeliver_requested: Generated<number>;
   created_at: number;
   updated_at: number;
 }

@@ -66,6 +66,7 @@ export async function createPayer(ctx: AppContext, input: NewPayer) {
           now,
         );
       }
+      await claimWaitingPayments(ctx, tx, id, input.phone, now);
     });
   } catch (error) {
     if (isUniqueViolation(error)) throw new AppError('phone_taken', `A wallet for ${input.phone} already exists.`);

@@ -61,6 +61,7 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('next_attempt_at', 'bigint', (c) => c.notNull())
     .addColumn('locked_until', 'bigint', (c) => c.notNull())
     .addColumn('last_error', 'text')
+    .addColumn('redeliver_requested', 'integer', (c) => c.notNull().defaultTo(0))
     .addColumn('created_at', 'bigint', (c) => c.notNull())
     .addColumn('updated_at', 'bigint', (c) => c.notNull())
     .addUniqueConstraint('callback_deliveries_event_url', ['event_id', 'url'])

@@ -1,0 +1,703 @@
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createSocket } from 'node:dgram';
+import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { type AddressInfo, createServer as createTcpServer } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import { LipaClient, type Payment, verifyCallback } from '../src/client/index.js';
+import { ConfigError, loadConfig } from '../src/config.js';
+import { call, type MerchantSetup, merchantWithPos, paymentBody } from './helpers/client.js';
+import { ADMIN_TOKEN, freshDatabase, type Lipa, startLipa, type TestDatabase } from './helpers/harness.js';
+import { type Received, type Receiver, startReceiver } from './helpers/receiver.js';
+
+/** Callbacks (CONTRACT §7), end to end: real service, real receivers, real DNS server. */
+
+// biome-ignore lint/suspicious/noExplicitAny: the callbacks API answer is inspected as JSON
+type Json = any;
+
+interface Attempt {
+  attemptedAt: string;
+  statusCode: number | null;
+  error: string | null;
+  durationMs: number;
+}
+interface Delivery {
+  url: string;
+  status: string;
+  attempts: number;
+  nextAttemptAt: string | null;
+  lastError: string | null;
+  history: Attempt[];
+}
+interface CallbackLogEntry {
+  eventId: string;
+  eventType: string;
+  occurredAt: string;
+  paymentIdentifier: string;
+  body: Json;
+  deliveries: Delivery[];
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Polls `probe` until it returns something other than undefined; fails with `what` after `timeoutMs`. */
+async function waitFor<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await probe();
+      if (value !== undefined) return value;
+    } catch (error) {
+      last = error;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
+    await sleep(50);
+  }
+}
+
+/** GET /api/v1/callbacks for one payment, as the merchant. */
+async function callbackLog(baseUrl: string, token: string, paymentIdentifier: string): Promise<CallbackLogEntry[]> {
+  const reply = await call(baseUrl, 'GET', `/api/v1/callbacks?paymentIdentifier=${encodeURIComponent(paymentIdentifier)}`, { token });
+  assert.equal(reply.status, 200, reply.text);
+  return reply.body as CallbackLogEntry[];
+}
+
+/** The single delivery of the payment's single event to `url`, once `ready` holds for it. */
+async function waitForDelivery(
+  baseUrl: string,
+  token: string,
+  paymentIdentifier: string,
+  url: string,
+  ready: (d: Delivery) => boolean,
+  timeoutMs = 10_000,
+): Promise<{ event: CallbackLogEntry; delivery: Delivery }> {
+  return waitFor(
+    `the delivery to ${url} of ${paymentIdentifier}`,
+    async () => {
+      const log = await callbackLog(baseUrl, token, paymentIdentifier);
+      const event = log[0];
+      const delivery = event?.deliveries.find((d) => d.url === url);
+      return event && delivery && ready(delivery) ? { event, delivery } : undefined;
+    },
+    timeoutMs,
+  );
+}
+
+/** Creates a payment to the staging payer that accepts after about a second. */
+async function pay(client: LipaClient, merchant: { terminalId: string }, callbackUrl: string, phone = '254708000001'): Promise<Payment> {
+  const created = await client.createPayment(
+    paymentBody(merchant, { payer: { method: 'phone', value: phone }, urls: { callbackUrl } }) as never,
+  );
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  return created.body as Payment;
+}
+
+const clientFor = (baseUrl: string, merchant: MerchantSetup) => new LipaClient({ baseUrl, keyId: merchant.keyId, secret: merchant.secret });
+const onPath = (receiver: { received: Received[] }, path: string) => receiver.received.filter((r) => r.path === path);
+
+/** A plain HTTP server answering every request with 302 to `location`; records what it gets. */
+async function startRedirector(location: string): Promise<{ url: string; hits: number; close(): Promise<void> }> {
+  const state = { url: '', hits: 0, close: async (): Promise<void> => undefined };
+  const server = createHttpServer((req: IncomingMessage, res: ServerResponse) => {
+    req.resume();
+    req.on('end', () => {
+      state.hits++;
+      res.writeHead(302, { location }).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  state.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  state.close = () =>
+    new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    });
+  return state;
+}
+
+/**
+ * A tiny authoritative DNS server over UDP on 127.0.0.1: answers A queries with `answers[name]`
+ * (or `fallbackA`) and every other type (AAAA included) with NOERROR and no records.
+ */
+async function startDnsServer(
+  fallbackA: string,
+  answers: Record<string, string> = {},
+): Promise<{ port: number; queries: { name: string; type: number }[]; close(): Promise<void> }> {
+  const socket = createSocket('udp4');
+  const queries: { name: string; type: number }[] = [];
+  socket.on('message', (message, peer) => {
+    if (message.length < 12) return;
+    // Question: labels, then QTYPE and QCLASS.
+    let offset = 12;
+    const labels: string[] = [];
+    while (offset < message.length && message[offset] !== 0) {
+      const length = message[offset] ?? 0;
+      labels.push(message.subarray(offset + 1, offset + 1 + length).toString('ascii'));
+      offset += 1 + length;
+    }
+    offset += 1;
+    if (offset + 4 > message.length) return;
+    const type = message.readUInt16BE(offset);
+    const question = message.subarray(12, offset + 4);
+    const name = labels.join('.').toLowerCase();
+    queries.push({ name, type });
+    const a = type === 1 ? (answers[name] ?? fallbackA) : null;
+    const header = Buffer.alloc(12);
+    message.copy(header, 0, 0, 2); // id
+    header.writeUInt16BE(0x8400 | (message.readUInt16BE(2) & 0x0100) | 0x0080, 2); // QR, AA, RD copied, RA; NOERROR
+    header.writeUInt16BE(1, 4); // QDCOUNT
+    header.writeUInt16BE(a ? 1 : 0, 6); // ANCOUNT
+    const parts = [header, question];
+    if (a) {
+      const record = Buffer.alloc(16);
+      record.writeUInt16BE(0xc00c, 0); // name: pointer to the question
+      record.writeUInt16BE(1, 2); // A
+      record.writeUInt16BE(1, 4); // IN
+      record.writeUInt32BE(60, 6); // TTL
+      record.writeUInt16BE(4, 10);
+      a.split('.').forEach((octet, i) => {
+        record[12 + i] = Number(octet);
+      });
+      parts.push(record);
+    }
+    socket.send(Buffer.concat(parts), peer.port, peer.address);
+  });
+  await new Promise<void>((resolve) => socket.bind(0, '127.0.0.1', resolve));
+  return {
+    port: socket.address().port,
+    queries,
+    close: () => new Promise<void>((resolve) => socket.close(() => resolve())),
+  };
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createTcpServer();
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+describe('callback delivery: retries, back-off, redelivery, body and signature', { concurrency: true }, () => {
+  let lipa: Lipa;
+  before(async () => {
+    lipa = await startLipa({ CALLBACK_RETRY_BASE_SECONDS: '1' });
+  });
+  after(async () => {
+    await lipa.close();
+  });
+
+  test('500, 500, then 200: three attempts for that URL, one eventId, delivered, back-off between them', async () => {
+    const receiver = await startReceiver();
+    try {
+      let cbCount = 0;
+      receiver.respond = (request) => (request.path === '/cb' ? (++cbCount <= 2 ? 500 : 200) : 200);
+      const merchant = await merchantWithPos(lipa, { resultUrl: `${receiver.url}/result` });
+      const payment = await pay(clientFor(lipa.url, merchant), merchant, `${receiver.url}/cb`);
+
+      const { event, delivery } = await waitForDelivery(
+        lipa.url,
+        merchant.token,
+        payment.paymentIdentifier,
+        `${receiver.url}/cb`,
+        (d) => d.status === 'delivered',
+        15_000,
+      );
+      assert.equal(delivery.attempts, 3);
+      assert.deepEqual(
+        delivery.history.map((a) => a.statusCode),
+        [500, 500, 200],
+      );
+      assert.deepEqual(
+        delivery.history.map((a) => a.error),
+        ['HTTP 500', 'HTTP 500', null],
+      );
+      for (const attempt of delivery.history) {
+        assert.ok(Number.isInteger(attempt.durationMs) && attempt.durationMs >= 0, `durationMs: ${attempt.durationMs}`);
+      }
+      assert.equal(delivery.nextAttemptAt, null, 'nothing more is scheduled once delivered');
+      assert.equal(delivery.lastError, null);
+
+      // Attempts are tracked per URL: the resultUrl answered 200 at once.
+      const result = event.deliveries.find((d) => d.url === `${receiver.url}/result`);
+      assert.equal(result?.status, 'delivered');
+      assert.equal(result?.history.length, 1);
+      assert.equal(event.deliveries.length, 2);
+
+      const bodies = onPath(receiver, '/cb');
+      assert.equal(bodies.length, 3, 'the receiver saw exactly three tries');
+      const eventIds = new Set([...bodies, ...onPath(receiver, '/result')].map((r) => JSON.parse(r.body).eventId));
+      assert.deepEqual([...eventIds], [event.eventId], 'one eventId across every try and both URLs');
+      assert.equal(new Set(bodies.map((r) => r.body)).size, 1, 'the same body every time');
+
+      // Back-off: ~1 s then ~2 s (±20 % jitter, plus up to one 250 ms worker tick and the request).
+      const at = delivery.history.map((a) => Date.parse(a.attemptedAt));
+      const [gap1, gap2] = [(at[1] ?? 0) - (at[0] ?? 0), (at[2] ?? 0) - (at[1] ?? 0)];
+      assert.ok(gap1 >= 800 && gap1 <= 1200 + 600, `first gap ${gap1} ms`);
+      assert.ok(gap2 >= 1600 && gap2 <= 2400 + 600, `second gap ${gap2} ms`);
+      assert.ok(gap2 > gap1, `second gap ${gap2} ms is longer than the first ${gap1} ms`);
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  test('a receiver that never answers 2xx: still pending, next attempt in the future, last error kept', async () => {
+    const receiver = await startReceiver();
+    try {
+      receiver.respond = () => 500;
+      const merchant = await merchantWithPos(lipa, { resultUrl: `${receiver.url}/never` });
+      const payment = await pay(clientFor(lipa.url, merchant), merchant, `${receiver.url}/never`);
+      const { event, delivery } = await waitForDelivery(
+        lipa.url,
+        merchant.token,
+        payment.paymentIdentifier,
+        `${receiver.url}/never`,
+        (d) => d.history.length >= 3,
+        15_000,
+      );
+      const checkedAt = Date.now();
+      assert.equal(event.deliveries.length, 1, 'callbackUrl and resultUrl are the same URL: one delivery');
+      assert.equal(delivery.status, 'pending');
+      assert.equal(delivery.attempts, 3);
+      assert.equal(delivery.history.length, 3);
+      assert.equal(delivery.lastError, 'HTTP 500');
+      assert.ok(delivery.nextAttemptAt, 'a next attempt is scheduled');
+      const next = Date.parse(delivery.nextAttemptAt);
+      assert.ok(next > checkedAt, `nextAttemptAt ${delivery.nextAttemptAt} is in the future`);
+      // After three failures the delay is base · 2² = 4 s, ±20 %.
+      const delay = next - Date.parse(delivery.history[2]?.attemptedAt ?? '');
+      assert.ok(delay >= 3200 && delay <= 4800, `delay after the third failure: ${delay} ms`);
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  test('a 302 answer is a failure and the redirect is not followed', async () => {
+    const target = await startReceiver();
+    const redirector = await startRedirector(`${target.url}/elsewhere`);
+    try {
+      const merchant = await merchantWithPos(lipa, { resultUrl: `${redirector.url}/cb` });
+      const payment = await pay(clientFor(lipa.url, merchant), merchant, `${redirector.url}/cb`);
+      const { delivery } = await waitForDelivery(
+        lipa.url,
+        merchant.token,
+        payment.paymentIdentifier,
+        `${redirector.url}/cb`,
+        (d) => d.history.length >= 2,
+        10_000,
+      );
+      assert.equal(delivery.status, 'pending');
+      assert.deepEqual(
+        delivery.history.map((a) => [a.statusCode, a.error]),
+        [
+          [302, 'HTTP 302'],
+          [302, 'HTTP 302'],
+        ],
+      );
+      assert.equal(redirector.hits, 2);
+      assert.equal(target.received.length, 0, 'the Location was never called');
+    } finally {
+      await redirector.close();
+      await target.close();
+    }
+  });
+
+  test('the body has the contract shape and the signature verifies against the URL called', async () => {
+    const receiver = await startReceiver();
+    try {
+      const merchant = await merchantWithPos(lipa, { resultUrl: `${receiver.url}/result` });
+      const created = await clientFor(lipa.url, merchant).createPayment(
+        paymentBody(merchant, { orderId: 'order-shape-1', amount: 250.75, urls: { callbackUrl: `${receiver.url}/cb?order=1` } }) as never,
+      );
+      assert.equal(created.status, 201, JSON.stringify(created.body));
+      const payment = created.body as Payment;
+      await receiver.waitFor(2);
+      const paid = await clientFor(lipa.url, merchant).paymentStatus(payment.paymentIdentifier);
+      const final = paid.body as Payment;
+      assert.equal(final.status, 'paid');
+
+      for (const request of receiver.received) {
+        assert.equal(request.method, 'POST');
+        assert.match(String(request.headers['content-type']), /^application\/json/);
+        const body = JSON.parse(request.body);
+        assert.deepEqual(Object.keys(body).sort(), ['eventId', 'eventType', 'occurredAt', 'payment']);
+        assert.match(body.eventId, /^evt_/);
+        assert.equal(body.eventType, 'payment.status_changed');
+        assert.equal(new Date(body.occurredAt).toISOString(), body.occurredAt, 'occurredAt is ISO 8601');
+        assert.deepEqual(body.payment, {
+          paymentIdentifier: payment.paymentIdentifier,
+          status: 'paid',
+          terminalId: merchant.terminalId,
+          orderId: 'order-shape-1',
+          amount: 250.75,
+          currency: 'KES',
+          merchantStika: 'KES_100234',
+          updatedAt: final.updatedAt,
+        });
+
+        const url = `${receiver.url}${request.path}`;
+        assert.equal(request.headers['x-service-key-id'], merchant.keyId, 'signed with the key that created the payment');
+        assert.ok(verifyCallback({ secret: merchant.secret, url, headers: request.headers, body: request.body }), `verifies for ${url}`);
+        assert.ok(
+          !verifyCallback({
+            secret: merchant.secret,
+            url: `https://${new URL(url).host}${request.path}`,
+            headers: request.headers,
+            body: request.body,
+          }),
+          'the origin of the URL called is what was signed (scheme included)',
+        );
+        assert.ok(
+          !verifyCallback({ secret: `${merchant.secret}x`, url, headers: request.headers, body: request.body }),
+          'another secret does not verify',
+        );
+      }
+      assert.deepEqual(receiver.received.map((r) => r.path).sort(), ['/cb?order=1', '/result']);
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  test('redeliver sends the same body again; 404 for another merchant, 401 without a token', async () => {
+    const receiver = await startReceiver();
+    try {
+      const merchant = await merchantWithPos(lipa, { resultUrl: `${receiver.url}/result` });
+      const payment = await pay(clientFor(lipa.url, merchant), merchant, `${receiver.url}/cb`);
+      await receiver.waitFor(2);
+      const { event } = await waitForDelivery(lipa.url, merchant.token, payment.paymentIdentifier, `${receiver.url}/cb`, (d) =>
+        ['delivered'].includes(d.status),
+      );
+      const first = onPath(receiver, '/cb')[0];
+      assert.equal(JSON.parse(first?.body ?? '{}').eventId, event.eventId);
+
+      const other = await merchantWithPos(lipa);
+      const foreign = await call(lipa.url, 'POST', `/api/v1/callbacks/${event.eventId}/redeliver`, { token: other.token });
+      assert.equal(foreign.status, 404, foreign.text);
+      const anonymous = await call(lipa.url, 'POST', `/api/v1/callbacks/${event.eventId}/redeliver`);
+      assert.equal(anonymous.status, 401, anonymous.text);
+      const unknown = await call(lipa.url, 'POST', '/api/v1/callbacks/evt_nope/redeliver', { token: merchant.token });
+      assert.equal(unknown.status, 404, unknown.text);
+      await sleep(600);
+      assert.equal(receiver.received.length, 2, 'refused redeliveries sent nothing');
+
+      const again = await call(lipa.url, 'POST', `/api/v1/callbacks/${event.eventId}/redeliver`, { token: merchant.token });
+      assert.equal(again.status, 202, again.text);
+      assert.deepEqual(again.body, { eventId: event.eventId, status: 'pending' });
+      await receiver.waitFor(4);
+      const cb = onPath(receiver, '/cb');
+      assert.equal(cb.length, 2);
+      assert.equal(cb[1]?.body, cb[0]?.body, 'the same body bytes, same eventId');
+      assert.equal(onPath(receiver, '/result').length, 2, 'every URL of the event gets it again');
+      assert.ok(
+        verifyCallback({ secret: merchant.secret, url: `${receiver.url}/cb`, headers: cb[1]?.headers ?? {}, body: cb[1]?.body ?? '' }),
+        'the redelivery is signed',
+      );
+      assert.notEqual(cb[1]?.headers['x-service-nonce'], cb[0]?.headers['x-service-nonce'], 'a fresh nonce each time');
+      const { delivery } = await waitForDelivery(
+        lipa.url,
+        merchant.token,
+        payment.paymentIdentifier,
+        `${receiver.url}/cb`,
+        (d) => d.history.length === 2 && d.status === 'delivered',
+      );
+      assert.deepEqual(
+        delivery.history.map((a) => a.statusCode),
+        [200, 200],
+      );
+    } finally {
+      await receiver.close();
+    }
+  });
+});
+
+describe('callbacks over TLS follow the POS trustAllCertificates flag', () => {
+  let lipa: Lipa;
+  let receiver: Receiver;
+  before(async () => {
+    lipa = await startLipa({ CALLBACK_RETRY_BASE_SECONDS: '1' });
+    receiver = await startReceiver({ https: true });
+  });
+  after(async () => {
+    await lipa.close();
+    await receiver.close();
+  });
+
+  test('self-signed certificate: delivered when trustAllCertificates is true, never when false', async () => {
+    const trusting = await merchantWithPos(lipa, { trustAllCertificates: true, resultUrl: `${receiver.url}/trusting-result` });
+    const strict = await merchantWithPos(lipa, { trustAllCertificates: false, resultUrl: `${receiver.url}/strict-result` });
+    const trustingPayment = await pay(clientFor(lipa.url, trusting), trusting, `${receiver.url}/trusting-cb`);
+    const strictPayment = await pay(clientFor(lipa.url, strict), strict, `${receiver.url}/strict-cb`);
+
+    for (const path of ['/trusting-cb', '/trusting-result']) {
+      const { delivery } = await waitForDelivery(
+        lipa.url,
+        trusting.token,
+        trustingPayment.paymentIdentifier,
+        `${receiver.url}${path}`,
+        (d) => ['delivered'].includes(d.status),
+      );
+      assert.deepEqual(
+        delivery.history.map((a) => a.statusCode),
+        [200],
+        path,
+      );
+      const [received] = onPath(receiver, path);
+      assert.ok(received, `${path} received the callback`);
+      assert.equal(JSON.parse(received.body).payment.paymentIdentifier, trustingPayment.paymentIdentifier);
+      assert.ok(verifyCallback({ secret: trusting.secret, url: `${receiver.url}${path}`, headers: received.headers, body: received.body }));
+    }
+
+    for (const path of ['/strict-cb', '/strict-result']) {
+      const { delivery } = await waitForDelivery(
+        lipa.url,
+        strict.token,
+        strictPayment.paymentIdentifier,
+        `${receiver.url}${path}`,
+        (d) => d.history.length >= 2,
+      );
+      assert.equal(delivery.status, 'pending', path);
+      for (const attempt of delivery.history) {
+        assert.equal(attempt.statusCode, null);
+        assert.match(attempt.error ?? '', /certificate/i, `${path}: the attempt records the certificate error`);
+      }
+    }
+    assert.equal(receiver.received.filter((r) => r.path.startsWith('/strict')).length, 0, 'the strict POS never reached the receiver');
+  });
+});
+
+describe('callback targets with CALLBACK_ALLOW_PRIVATE=false (SSRF)', () => {
+  let strictLipa: Lipa;
+  let openLipa: Lipa;
+  let receiver: Receiver;
+  let dns: Awaited<ReturnType<typeof startDnsServer>>;
+  let port: string;
+
+  before(async () => {
+    dns = await startDnsServer('10.20.30.40', { 'loopback.lipa.test': '127.0.0.1' });
+    receiver = await startReceiver();
+    port = new URL(receiver.url).port;
+    strictLipa = await startLipa({
+      CALLBACK_ALLOW_PRIVATE: 'false',
+      CALLBACK_RETRY_BASE_SECONDS: '1',
+      CALLBACK_DNS_SERVERS: `127.0.0.1:${dns.port}`,
+    });
+    openLipa = await startLipa({
+      CALLBACK_ALLOW_PRIVATE: 'true',
+      CALLBACK_RETRY_BASE_SECONDS: '1',
+      CALLBACK_DNS_SERVERS: `127.0.0.1:${dns.port}`,
+    });
+  });
+  after(async () => {
+    await strictLipa.close();
+    await openLipa.close();
+    await receiver.close();
+    await dns.close();
+  });
+
+  test('loopback, IPv4-mapped loopback, 0.0.0.0, metadata and a name resolving to 10.x are never contacted', async () => {
+    const merchant = await merchantWithPos(strictLipa, { resultUrl: `http://127.0.0.1:${port}/result` });
+    const client = clientFor(strictLipa.url, merchant);
+    const targets = [
+      { url: `${receiver.url}/loopback`, address: '127.0.0.1' },
+      { url: `http://[::ffff:127.0.0.1]:${port}/mapped`, address: '' },
+      { url: `http://0.0.0.0:${port}/unspecified`, address: '0.0.0.0' },
+      { url: 'http://169.254.169.254/latest/meta-data/', address: '169.254.169.254' },
+      { url: `http://internal.lipa.test:${port}/dns`, address: '10.20.30.40' },
+    ];
+    const payments = await Promise.all(targets.map((t) => pay(client, merchant, t.url)));
+    for (const [i, target] of targets.entries()) {
+      const { delivery } = await waitForDelivery(
+        strictLipa.url,
+        merchant.token,
+        payments[i]?.paymentIdentifier ?? '',
+        target.url,
+        (d) => d.history.length >= 2,
+      );
+      assert.equal(delivery.status, 'pending', target.url);
+      for (const attempt of delivery.history) {
+        assert.equal(attempt.statusCode, null, target.url);
+        assert.match(attempt.error ?? '', /^refused: .*non-public address/, `${target.url}: ${attempt.error}`);
+        if (target.address) assert.ok(attempt.error?.includes(target.address), `${target.url}: ${attempt.error}`);
+      }
+      const { delivery: result } = await waitForDelivery(
+        strictLipa.url,
+        merchant.token,
+        payments[i]?.paymentIdentifier ?? '',
+        `http://127.0.0.1:${port}/result`,
+        (d) => d.history.length >= 1,
+      );
+      assert.match(result.lastError ?? '', /^refused: .*non-public address/);
+    }
+    assert.ok(
+      dns.queries.some((q) => q.name === 'internal.lipa.test' && q.type === 1),
+      'the name was resolved through CALLBACK_DNS_SERVERS',
+    );
+    assert.equal(receiver.received.length, 0, `the receiver saw nothing: ${receiver.received.map((r) => r.path).join(', ')}`);
+  });
+
+  test('control: with CALLBACK_ALLOW_PRIVATE=true the same receiver is contacted, by address and by name', async () => {
+    const merchant = await merchantWithPos(openLipa, { resultUrl: `http://loopback.lipa.test:${port}/by-name` });
+    const payment = await pay(clientFor(openLipa.url, merchant), merchant, `${receiver.url}/control`);
+    await waitFor('both control callbacks', () =>
+      onPath(receiver, '/control').length >= 1 && onPath(receiver, '/by-name').length >= 1 ? true : undefined,
+    );
+    for (const [path, url] of [
+      ['/control', `${receiver.url}/control`],
+      ['/by-name', `http://loopback.lipa.test:${port}/by-name`],
+    ] as const) {
+      const [received] = onPath(receiver, path);
+      assert.ok(received);
+      assert.equal(JSON.parse(received.body).payment.paymentIdentifier, payment.paymentIdentifier);
+      assert.ok(verifyCallback({ secret: merchant.secret, url, headers: received.headers, body: received.body }), url);
+    }
+    assert.equal(onPath(receiver, '/by-name')[0]?.headers.host, `loopback.lipa.test:${port}`, 'the Host header keeps the name');
+  });
+
+  test('CALLBACK_DNS_SERVERS is validated', () => {
+    assert.deepEqual(loadConfig({ CALLBACK_DNS_SERVERS: '10.0.0.53, 10.0.0.54:5353,[2001:db8::53]:53' }).callbackDnsServers, [
+      '10.0.0.53',
+      '10.0.0.54:5353',
+      '[2001:db8::53]:53',
+    ]);
+    assert.deepEqual(loadConfig({}).callbackDnsServers, []);
+    for (const bad of ['dns.example', '10.0.0.53:0', '10.0.0.53:99999', '10.0.0.53,', '10.0.0.300', '[10.0.0.53]:53']) {
+      assert.throws(() => loadConfig({ CALLBACK_DNS_SERVERS: bad }), ConfigError, bad);
+    }
+  });
+});
+
+describe('callbacks survive a crash of the service process', () => {
+  const MAIN = ['--import', 'tsx', 'src/main.ts'];
+  let database: TestDatabase;
+  let child: ChildProcess | null = null;
+  let receiver: Receiver | null = null;
+
+  before(async () => {
+    database = await freshDatabase();
+  });
+  after(async () => {
+    if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    await receiver?.close();
+    await database.drop();
+  });
+
+  async function startService(port: number): Promise<{ child: ChildProcess; url: string; exited: Promise<unknown> }> {
+    const started = spawn(process.execPath, MAIN, {
+      env: {
+        PATH: process.env.PATH ?? '',
+        PORT: String(port),
+        MOCK_PORT: '0',
+        DATABASE_URL: database.url,
+        ADMIN_TOKEN,
+        CALLBACK_RETRY_BASE_SECONDS: '1',
+        LOG_LEVEL: 'warn',
+      },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    started.stderr?.on('data', (chunk) => {
+      stderr += chunk;
+    });
+    const exited = new Promise((resolve) => started.on('exit', resolve));
+    const url = `http://127.0.0.1:${port}`;
+    await waitFor(
+      'the service to listen',
+      async () => {
+        if (started.exitCode !== null) throw new Error(`service exited with ${started.exitCode}: ${stderr}`);
+        return (await fetch(`${url}/health`).catch(() => null))?.ok ? true : undefined;
+      },
+      20_000,
+    );
+    return { child: started, url, exited };
+  }
+
+  test('SIGKILL after a failed attempt: after restart the callback arrives with the original eventId', async () => {
+    const receiverPort = await freePort(); // nothing listens there yet: the receiver is down
+    const callbackUrl = `http://127.0.0.1:${receiverPort}/cb`;
+    const servicePort = await freePort();
+
+    const first = await startService(servicePort);
+    child = first.child;
+    const lipaLike = { url: first.url } as Lipa; // the fixtures only talk HTTP to lipa.url
+    const merchant = await merchantWithPos(lipaLike, { resultUrl: callbackUrl });
+    const client = clientFor(first.url, merchant);
+    const payment = await pay(client, merchant, callbackUrl);
+    await waitFor('the payment to be paid', async () => {
+      const status = await client.paymentStatus(payment.paymentIdentifier);
+      return (status.body as Payment).status === 'paid' ? true : undefined;
+    });
+    const { event, delivery } = await waitForDelivery(first.url, merchant.token, payment.paymentIdentifier, callbackUrl, (d) =>
+      d.history.some((a) => a.error !== null),
+    );
+    assert.equal(delivery.status, 'pending');
+    assert.equal(delivery.history[0]?.statusCode, null, 'the receiver was down');
+    const originalEventId = event.eventId;
+
+    first.child.kill('SIGKILL');
+    await first.exited;
+    assert.equal(first.child.signalCode, 'SIGKILL');
+
+    receiver = await startReceiverOn(receiverPort);
+    const second = await startService(servicePort);
+    child = second.child;
+    const [received] = await receiver.waitFor(1, 15_000);
+    assert.ok(received);
+    assert.equal(received.path, '/cb');
+    const body = JSON.parse(received.body);
+    assert.equal(body.eventId, originalEventId, 'the event written before the crash, with its eventId');
+    assert.equal(body.payment.paymentIdentifier, payment.paymentIdentifier);
+    assert.equal(body.payment.status, 'paid');
+    assert.ok(verifyCallback({ secret: merchant.secret, url: callbackUrl, headers: received.headers, body: received.body }));
+
+    const restarted = await waitForDelivery(
+      second.url,
+      merchant.token,
+      payment.paymentIdentifier,
+      callbackUrl,
+      (d) => d.status === 'delivered',
+    );
+    assert.equal(restarted.event.eventId, originalEventId);
+    assert.equal(restarted.delivery.history.at(-1)?.statusCode, 200);
+    assert.ok(restarted.delivery.history.length >= 2, 'the failed attempt before the crash is still recorded');
+    second.child.kill('SIGTERM');
+    await second.exited;
+  });
+});
+
+/** A recording receiver like startReceiver(), but on a given port (the callback URL names it). */
+async function startReceiverOn(port: number): Promise<Receiver> {
+  const received: Received[] = [];
+  const server = createHttpServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      received.push({
+        method: req.method ?? '',
+        path: req.url ?? '',
+        headers: req.headers,
+        body: Buffer.concat(chunks).toString('utf8'),
+        at: Date.now(),
+      });
+      res.writeHead(200, { 'content-type': 'text/plain' }).end('ok');
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', resolve);
+  });
+  return {
+    url: `http://127.0.0.1:${port}`,
+    received,
+    respond: () => 200,
+    waitFor: async (count, timeoutMs = 10_000) =>
+      waitFor(`${count} requests`, () => (received.length >= count ? received : undefined), timeoutMs),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
