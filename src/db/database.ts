@@ -1,7 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
-import { Kysely, Migrator, PostgresDialect, type SqliteDatabase, SqliteDialect, sql } from 'kysely';
+import { CompiledQuery, Kysely, Migrator, PostgresDialect, type SqliteDatabase, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
 import { migrations } from './migrations/index.js';
 import type { Database } from './schema.js';
@@ -85,6 +85,16 @@ function withStatementCache(sqlite: BetterSqlite3.Database): SqliteDatabase {
   };
 }
 
+/** The group commit's own statements, compiled once (they run for every unit). */
+const STATEMENTS = {
+  begin: CompiledQuery.raw('begin immediate'),
+  commit: CompiledQuery.raw('commit'),
+  rollback: CompiledQuery.raw('rollback'),
+  savepoint: CompiledQuery.raw('savepoint unit'),
+  release: CompiledQuery.raw('release unit'),
+  rollbackTo: CompiledQuery.raw('rollback to unit'),
+};
+
 interface PendingUnit {
   // biome-ignore lint/suspicious/noExplicitAny: each unit resolves to its own type
   run: (tx: Tx) => Promise<any>;
@@ -134,12 +144,12 @@ class SqliteGroupCommit {
     const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> = [];
     try {
       await this.db.connection().execute(async (conn) => {
-        await sql`begin immediate`.execute(conn);
+        await conn.executeQuery(STATEMENTS.begin);
         try {
           for (const unit of batch) outcomes.push(await runInSavepoint(conn, unit, batch.length > 1));
-          await sql`commit`.execute(conn);
+          await conn.executeQuery(STATEMENTS.commit);
         } catch (error) {
-          await sql`rollback`.execute(conn).catch(() => undefined);
+          await conn.executeQuery(STATEMENTS.rollback).catch(() => undefined);
           throw error;
         }
       });
@@ -164,14 +174,14 @@ async function runInSavepoint(
     // Alone in its batch: a failure aborts the whole (single-unit) transaction.
     return { ok: true, value: await unit.run(conn) };
   }
-  await sql`savepoint unit`.execute(conn);
+  await conn.executeQuery(STATEMENTS.savepoint);
   try {
     const value = await unit.run(conn);
-    await sql`release unit`.execute(conn);
+    await conn.executeQuery(STATEMENTS.release);
     return { ok: true, value };
   } catch (error) {
-    await sql`rollback to unit`.execute(conn);
-    await sql`release unit`.execute(conn);
+    await conn.executeQuery(STATEMENTS.rollbackTo);
+    await conn.executeQuery(STATEMENTS.release);
     return { ok: false, error };
   }
 }
@@ -192,6 +202,9 @@ const pgTypes = {
 
 function openPostgres(url: string): Db {
   const pool = new pg.Pool({ connectionString: url, max: 20, types: pgTypes });
+  // An idle connection that the server drops (restart, failover) must not crash the
+  // process: the pool discards it and the next query opens a new one.
+  pool.on('error', (err) => process.emitWarning(`PostgreSQL idle connection lost: ${err.message}`));
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   return {
     db,

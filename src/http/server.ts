@@ -68,6 +68,15 @@ export function createServer(logger: FastifyBaseLogger): App {
     }
   });
 
+  // Any other content type is refused (415); on a signed route only after the signature.
+  app.addContentTypeParser('*', { parseAs: 'buffer' }, (request: FastifyRequest, body: Buffer, done) => {
+    const unsupported = new AppError('unsupported_media_type', 'Send the body as application/json.');
+    if (!request.routeOptions.config.signed) return done(unsupported, undefined);
+    request.rawBody = body;
+    request.deferredBodyError = unsupported;
+    done(null, undefined);
+  });
+
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
     reply.header('x-content-type-options', 'nosniff');

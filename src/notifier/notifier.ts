@@ -1,5 +1,7 @@
 import parsePhoneNumber from 'libphonenumber-js';
 import type { Tx } from '../db/database.js';
+import { hotQuery } from '../db/hot-query.js';
+import type { MessageTable } from '../db/schema.js';
 import { randomId } from '../security/tokens.js';
 
 /** A message the service sends on its own behalf (OTPs, payment prompts). */
@@ -24,24 +26,22 @@ export class EmbeddedOutbox implements Notifier {
   async send(tx: Tx, message: OutgoingMessage, now: number): Promise<string> {
     const id = randomId('msg_');
     const phone = message.channel === 'sms' ? splitPhone(message.to) : null;
-    await tx
-      .insertInto('messages')
-      .values({
-        id,
-        merchant_id: null,
-        purpose: message.purpose,
-        type: message.channel,
-        email: message.channel === 'email' ? message.to : null,
-        subject: message.channel === 'email' ? message.subject : null,
-        content_type: message.channel === 'email' ? 'text' : null,
-        phone_country_code: phone?.countryCode ?? null,
-        phone_number: phone?.number ?? null,
-        content: message.text,
-        status: 'delivered',
-        created_at: now,
-        updated_at: now,
-      })
-      .execute();
+    const row: MessageTable = {
+      id,
+      merchant_id: null,
+      purpose: message.purpose,
+      type: message.channel,
+      email: message.channel === 'email' ? message.to : null,
+      subject: message.channel === 'email' ? message.subject : null,
+      content_type: message.channel === 'email' ? 'text' : null,
+      phone_country_code: phone?.countryCode ?? null,
+      phone_number: phone?.number ?? null,
+      content: message.text,
+      status: 'delivered',
+      created_at: now,
+      updated_at: now,
+    };
+    await hotQuery(tx, 'outbox.insert', Object.values(row), () => tx.insertInto('messages').values(row));
     return id;
   }
 }

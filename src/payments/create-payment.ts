@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Static } from 'typebox';
 import type { AppContext } from '../context.js';
 import type { Tx } from '../db/database.js';
+import { hotQuery } from '../db/hot-query.js';
 import type { PaymentTable } from '../db/schema.js';
 import { AppError, validationError } from '../http/errors.js';
 import { CURRENCY, toMinorUnits } from '../ledger/money.js';
@@ -65,14 +66,22 @@ export interface CreatedPayment {
  */
 export async function createPayment(ctx: AppContext, signer: Signer, body: Body): Promise<CreatedPayment> {
   const amount = validate(ctx, body);
-  const pos = await ctx.store.db
-    .selectFrom('points_of_sale')
-    .select(['id', 'pos_company_name'])
-    .where('terminal_id', '=', body.terminalId)
-    .where('merchant_id', '=', signer.merchantId)
-    .executeTakeFirst();
+  // The terminal, and the payer's wallet if the phone has one, in one query.
+  const db = ctx.store.db;
+  const { rows } = await hotQuery(db, 'create-payment.terminal', [body.payer.value, body.terminalId, signer.merchantId], () =>
+    db
+      .selectFrom('points_of_sale as s')
+      .select((eb) => [
+        's.id',
+        's.pos_company_name',
+        eb.selectFrom('payers as p').select('p.id').where('p.phone', '=', body.payer.value).as('payer_id'),
+      ])
+      .where('s.terminal_id', '=', body.terminalId)
+      .where('s.merchant_id', '=', signer.merchantId),
+  );
+  const pos = rows[0];
   if (!pos) throw new AppError('not_found', `No terminal ${body.terminalId} is registered to your merchant account.`);
-  const payer = await ctx.store.db.selectFrom('payers').select('id').where('phone', '=', body.payer.value).executeTakeFirst();
+  const payer = pos.payer_id === null ? undefined : { id: pos.payer_id };
   const print = fingerprint(body, amount);
   const now = ctx.now();
   const row: PaymentTable = {
@@ -102,13 +111,14 @@ export async function createPayment(ctx: AppContext, signer: Signer, body: Body)
     await consumeNonce(tx, signer);
     const existing = await findByOrder(tx, body.terminalId, body.orderId);
     if (existing) return existing;
-    const inserted = await tx
-      .insertInto('payments')
-      .values(row)
-      .onConflict((oc) => oc.columns(['terminal_id', 'order_id']).doNothing())
-      .executeTakeFirst();
+    const inserted = await hotQuery(tx, 'create-payment.insert', Object.values(row), () =>
+      tx
+        .insertInto('payments')
+        .values(row)
+        .onConflict((oc) => oc.columns(['terminal_id', 'order_id']).doNothing()),
+    );
     // Lost a race with a concurrent request on another connection: theirs is the payment.
-    if (Number(inserted.numInsertedOrUpdatedRows ?? 0n) === 0) return (await findByOrder(tx, body.terminalId, body.orderId)) ?? null;
+    if (Number(inserted.numAffectedRows ?? 0n) === 0) return (await findByOrder(tx, body.terminalId, body.orderId)) ?? null;
     if (row.status === 'pending') await ctx.notifier.send(tx, paymentPrompt(row, pos.pos_company_name), now);
     return 'created' as const;
   });
@@ -123,20 +133,21 @@ export async function createPayment(ctx: AppContext, signer: Signer, body: Body)
   return { payment: outcome, created: false };
 }
 
-function findByOrder(tx: Tx, terminalId: string, orderId: string) {
-  return tx.selectFrom('payments').selectAll().where('terminal_id', '=', terminalId).where('order_id', '=', orderId).executeTakeFirst();
+async function findByOrder(tx: Tx, terminalId: string, orderId: string): Promise<PaymentTable | undefined> {
+  const { rows } = await hotQuery(tx, 'create-payment.by-order', [terminalId, orderId], () =>
+    tx.selectFrom('payments').selectAll().where('terminal_id', '=', terminalId).where('order_id', '=', orderId),
+  );
+  return rows[0];
 }
 
 /** Endpoint 6: the current state of one of the caller's payments. */
 export async function findPayment(ctx: AppContext, signer: Signer, paymentIdentifier: string): Promise<PaymentTable> {
   const payment = await ctx.store.write(async (tx) => {
     await consumeNonce(tx, signer);
-    return tx
-      .selectFrom('payments')
-      .selectAll()
-      .where('id', '=', paymentIdentifier)
-      .where('merchant_id', '=', signer.merchantId)
-      .executeTakeFirst();
+    const { rows } = await hotQuery(tx, 'payment-status.select', [paymentIdentifier, signer.merchantId], () =>
+      tx.selectFrom('payments').selectAll().where('id', '=', paymentIdentifier).where('merchant_id', '=', signer.merchantId),
+    );
+    return rows[0];
   });
   signer.nonceRecorded = true;
   if (!payment) throw new AppError('not_found', `No payment ${paymentIdentifier}.`);

@@ -11,7 +11,7 @@ const origin = (request: FastifyRequest) => `${request.protocol}://${request.hea
 
 /** Endpoints 5 and 6: signed merchant payment requests. */
 export function registerPaymentRoutes(app: App, ctx: AppContext): void {
-  const signed = { config: { signed: true }, preValidation: verifySignedRequest(ctx), onResponse: recordUnusedNonce(ctx) };
+  const signed = { config: { signed: true }, preValidation: verifySignedRequest(ctx), onSend: recordUnusedNonce(ctx) };
   const tags = ['Payments'];
   const security = [{ signedRequest: [] }];
 

@@ -2,6 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import { bodyHash, digestEquals, hmacHex, SIGNATURE_HEADERS, signingString } from '../client/signing.js';
 import type { AppContext } from '../context.js';
 import type { Tx } from '../db/database.js';
+import { hotQuery } from '../db/hot-query.js';
 import { AppError, type ErrorCode } from '../http/errors.js';
 import { WindowLimiter } from '../http/rate-limit.js';
 
@@ -26,6 +27,26 @@ declare module 'fastify' {
   }
 }
 
+/**
+ * Decrypted signing secrets, keyed by their ciphertext: decrypting on every request costs
+ * more than the rest of the check. Revocation is still read from the database each time.
+ */
+class OpenedSecrets {
+  private readonly opened = new Map<string, string>();
+
+  constructor(private readonly ctx: AppContext) {}
+
+  open(sealed: string, keyId: string): string {
+    let secret = this.opened.get(sealed);
+    if (secret === undefined) {
+      secret = this.ctx.secretBox.open(sealed, keyId);
+      if (this.opened.size >= 10_000) this.opened.clear();
+      this.opened.set(sealed, secret);
+    }
+    return secret;
+  }
+}
+
 const refuse = (code: ErrorCode, message: string) => new AppError(code, message);
 
 /**
@@ -36,6 +57,7 @@ const refuse = (code: ErrorCode, message: string) => new AppError(code, message)
  */
 export function verifySignedRequest(ctx: AppContext) {
   const perKey = new WindowLimiter(ctx.config.rateLimitKeyPerSec, 1000, ctx.now);
+  const secrets = new OpenedSecrets(ctx);
 
   return async (request: FastifyRequest): Promise<void> => {
     const header = (name: string): string => {
@@ -50,11 +72,20 @@ export function verifySignedRequest(ctx: AppContext) {
     const hash = header(SIGNATURE_HEADERS.hash);
     const signature = header(SIGNATURE_HEADERS.signature);
 
-    const key = await ctx.store.db
-      .selectFrom('api_keys')
-      .select(['merchant_id', 'secret_enc', 'revoked_at'])
-      .where('id', '=', keyId)
-      .executeTakeFirst();
+    // The key, and whether its nonce was seen before, in one query.
+    const db = ctx.store.db;
+    const { rows } = await hotQuery(db, 'signed-request.key', [nonce, keyId], () =>
+      db
+        .selectFrom('api_keys as k')
+        .select((eb) => [
+          'k.merchant_id',
+          'k.secret_enc',
+          'k.revoked_at',
+          eb.selectFrom('nonces as n').select('n.nonce').whereRef('n.key_id', '=', 'k.id').where('n.nonce', '=', nonce).as('seen'),
+        ])
+        .where('k.id', '=', keyId),
+    );
+    const key = rows[0];
     if (!key || key.revoked_at !== null) throw refuse('unknown_key', 'The key in X-Service-Key-ID is unknown or revoked.');
 
     const now = ctx.now();
@@ -66,7 +97,7 @@ export function verifySignedRequest(ctx: AppContext) {
       throw refuse('invalid_nonce', 'X-Service-Nonce must be 12 to 128 characters with no control characters.');
     }
 
-    const secret = ctx.secretBox.open(key.secret_enc, keyId);
+    const secret = secrets.open(key.secret_enc, keyId);
     if (!digestEquals(bodyHash(secret, request.rawBody ?? ''), hash)) {
       throw refuse('body_hash_mismatch', 'X-Service-Hash does not match the body received.');
     }
@@ -82,13 +113,7 @@ export function verifySignedRequest(ctx: AppContext) {
 
     // A nonce seen before is refused here; recording it happens in the operation's own
     // transaction (consumeNonce), so a request costs one commit, not two.
-    const seen = await ctx.store.db
-      .selectFrom('nonces')
-      .select('nonce')
-      .where('key_id', '=', keyId)
-      .where('nonce', '=', nonce)
-      .executeTakeFirst();
-    if (seen) throw nonceReused();
+    if (key.seen !== null) throw nonceReused();
     request.signer = {
       keyId,
       merchantId: key.merchant_id,
@@ -108,23 +133,25 @@ const nonceReused = () => refuse('nonce_reused', 'This X-Service-Nonce was alrea
  * of one nonce, exactly one gets past this. Call it first in the unit.
  */
 export async function consumeNonce(tx: Tx, signer: Signer): Promise<void> {
-  const inserted = await tx
-    .insertInto('nonces')
-    .values({ key_id: signer.keyId, nonce: signer.nonce, expires_at: signer.nonceExpiresAt })
-    .onConflict((oc) => oc.columns(['key_id', 'nonce']).doNothing())
-    .executeTakeFirst();
-  if (Number(inserted.numInsertedOrUpdatedRows ?? 0n) !== 1) throw nonceReused();
+  const inserted = await hotQuery(tx, 'signed-request.consume-nonce', [signer.keyId, signer.nonce, signer.nonceExpiresAt], () =>
+    tx
+      .insertInto('nonces')
+      .values({ key_id: signer.keyId, nonce: signer.nonce, expires_at: signer.nonceExpiresAt })
+      .onConflict((oc) => oc.columns(['key_id', 'nonce']).doNothing()),
+  );
+  if (Number(inserted.numAffectedRows ?? 0n) !== 1) throw nonceReused();
 }
 
 /**
- * An onResponse hook of signed routes: when the operation did not record the nonce (the
- * body was invalid, the terminal unknown, …), record it now, so that every request that
- * passed the signature check has used up its nonce.
+ * An onSend hook of signed routes: when the operation did not record the nonce (the body
+ * was invalid, the terminal unknown, …), record it before the answer leaves, so that every
+ * request that passed the signature check has used up its nonce by the time anyone can
+ * see its outcome.
  */
 export function recordUnusedNonce(ctx: AppContext) {
-  return async (request: FastifyRequest): Promise<void> => {
+  return async <T>(request: FastifyRequest, _reply: unknown, payload: T): Promise<T> => {
     const signer = request.signer;
-    if (!signer || signer.nonceRecorded) return;
+    if (!signer || signer.nonceRecorded) return payload;
     await ctx.store
       .write((tx) =>
         tx
@@ -134,6 +161,8 @@ export function recordUnusedNonce(ctx: AppContext) {
           .execute(),
       )
       .catch((err: unknown) => request.log.error({ err }, 'could not record a nonce'));
+    signer.nonceRecorded = true;
+    return payload;
   };
 }
 
