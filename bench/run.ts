@@ -15,6 +15,9 @@ import { signRequest } from '../src/client/signing.js';
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
 const POSTGRES = process.argv.includes('--postgres');
+/** BENCH_ONLY=a (or b, c) runs one scenario, e.g. for a CPU profile of it. */
+const ONLY = process.env.BENCH_ONLY;
+const wanted = (scenario: string) => !ONLY || ONLY.includes(scenario);
 const ADMIN_TOKEN = 'bench-admin-token-0123456789';
 
 interface Started {
@@ -46,6 +49,12 @@ async function startProcess(args: string[], env: Record<string, string>, ready: 
   });
 }
 
+/** CPU seconds (user + system) a process has used so far (Linux /proc, 100 ticks/s). */
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
 /** Peak and current resident memory of a process, in MiB (Linux /proc). */
 function memory(pid: number): { peak: number; rss: number } {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
@@ -74,11 +83,15 @@ interface Row {
   peakMiB: number;
   rssStart: number;
   rssEnd: number;
+  /** Share of one core the server used during the run. */
+  cpu: number;
 }
 
 async function load(name: string, pid: number, options: autocannon.Options): Promise<Row> {
   const rssStart = memory(pid).rss;
+  const cpuStart = cpuSeconds(pid);
   const result = await autocannon({ connections: CONNECTIONS, duration: SECONDS, ...options });
+  const cpu = (cpuSeconds(pid) - cpuStart) / SECONDS;
   const mem = memory(pid);
   return {
     scenario: name,
@@ -90,8 +103,13 @@ async function load(name: string, pid: number, options: autocannon.Options): Pro
     peakMiB: mem.peak,
     rssStart,
     rssEnd: mem.rss,
+    cpu,
   };
 }
+
+/** Merchants number their orders; a run-unique prefix keeps reruns on one database apart. */
+const RUN = randomBytes(3).toString('hex');
+let orderSeq = 0;
 
 function paymentBody(terminalId: string) {
   return {
@@ -99,7 +117,7 @@ function paymentBody(terminalId: string) {
     currency: 'KES',
     amount: 1500.5,
     merchantStika: 'KES_100234',
-    orderId: `bench-${randomBytes(8).toString('hex')}`,
+    orderId: `order-${RUN}-${String(++orderSeq).padStart(9, '0')}`,
     description: 'Benchmark payment',
     payer: { method: 'phone', value: '254708000003' },
     urls: { callbackUrl: 'http://127.0.0.1:9/callback' },
@@ -115,14 +133,15 @@ async function main(): Promise<void> {
     return port ? `http://127.0.0.1:${port}` : null;
   });
   const sample = JSON.stringify(paymentBody('T-1'));
-  rows.push(
-    await load('(c) bare Fastify, same body + schema', baseline.child.pid as number, {
-      url: `${baseline.url}/api/public/v1/merchant-payments`,
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: sample,
-    }),
-  );
+  if (wanted('c'))
+    rows.push(
+      await load('(c) bare Fastify, same body + schema', baseline.child.pid as number, {
+        url: `${baseline.url}/api/public/v1/merchant-payments`,
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: sample,
+      }),
+    );
   baseline.child.kill('SIGTERM');
 
   // The service.
@@ -158,42 +177,44 @@ async function main(): Promise<void> {
     const pid = lipa.pid as number;
 
     // (a) signed payment creation: fresh order, nonce and signature per request.
-    rows.push(
-      await load('(a) signed payment creation', pid, {
-        url,
-        requests: [
-          {
-            method: 'POST',
-            path: '/api/public/v1/merchant-payments',
-            setupRequest: (request) => {
-              const body = JSON.stringify(paymentBody(setup.terminalId));
-              const headers = signRequest({ keyId: setup.keyId, secret: setup.secret, method: 'POST', url, body });
-              return { ...request, body, headers: { ...headers, 'content-type': 'application/json' } };
+    if (wanted('a'))
+      rows.push(
+        await load('(a) signed payment creation', pid, {
+          url,
+          requests: [
+            {
+              method: 'POST',
+              path: '/api/public/v1/merchant-payments',
+              setupRequest: (request) => {
+                const body = JSON.stringify(paymentBody(setup.terminalId));
+                const headers = signRequest({ keyId: setup.keyId, secret: setup.secret, method: 'POST', url, body });
+                return { ...request, body, headers: { ...headers, 'content-type': 'application/json' } };
+              },
             },
-          },
-        ],
-      }),
-    );
+          ],
+        }),
+      );
 
     // (b) signed status of existing payments.
     const ids: string[] = [];
     for (let i = 0; i < 200; i++) ids.push(await createOne(url, setup));
-    rows.push(
-      await load('(b) signed payment status', pid, {
-        url,
-        requests: [
-          {
-            method: 'POST',
-            path: '/api/public/v1/merchant-payments/status',
-            setupRequest: (request) => {
-              const body = JSON.stringify({ paymentIdentifier: ids[Math.floor(Math.random() * ids.length)] });
-              const headers = signRequest({ keyId: setup.keyId, secret: setup.secret, method: 'POST', url, body });
-              return { ...request, body, headers: { ...headers, 'content-type': 'application/json' } };
+    if (wanted('b'))
+      rows.push(
+        await load('(b) signed payment status', pid, {
+          url,
+          requests: [
+            {
+              method: 'POST',
+              path: '/api/public/v1/merchant-payments/status',
+              setupRequest: (request) => {
+                const body = JSON.stringify({ paymentIdentifier: ids[Math.floor(Math.random() * ids.length)] });
+                const headers = signRequest({ keyId: setup.keyId, secret: setup.secret, method: 'POST', url, body });
+                return { ...request, body, headers: { ...headers, 'content-type': 'application/json' } };
+              },
             },
-          },
-        ],
-      }),
-    );
+          ],
+        }),
+      );
   } finally {
     lipa.kill('SIGTERM');
     await new Promise((r) => lipa.once('exit', r));
@@ -271,7 +292,18 @@ async function createOne(url: string, setup: { keyId: string; secret: string; te
 
 function print(rows: Row[]): void {
   const base = rows.find((r) => r.scenario.startsWith('(c)'))?.rps ?? 1;
-  const header = ['scenario', 'req/s', 'vs (c)', 'p50 ms', 'p99 ms', 'errors', 'non-2xx', 'peak RSS MiB', 'RSS start→end MiB'];
+  const header = [
+    'scenario',
+    'req/s',
+    'vs (c)',
+    'p50 ms',
+    'p99 ms',
+    'errors',
+    'non-2xx',
+    'server CPU',
+    'peak RSS MiB',
+    'RSS start→end MiB',
+  ];
   const lines = rows.map((r) => [
     r.scenario,
     r.rps.toFixed(0),
@@ -280,6 +312,7 @@ function print(rows: Row[]): void {
     r.p99.toFixed(1),
     String(r.errors),
     String(r.non2xx),
+    `${(r.cpu * 100).toFixed(0)} %`,
     r.peakMiB.toFixed(0),
     `${r.rssStart.toFixed(0)}→${r.rssEnd.toFixed(0)}`,
   ]);
