@@ -8,6 +8,7 @@ import type { AppContext } from './context.js';
 import { createServer } from './http/server.js';
 import type { App } from './http/types.js';
 import { registerKeyRoutes } from './keys/routes.js';
+import { registerMessagingRoutes } from './messaging/routes.js';
 import { registerOpsRoutes } from './ops/routes.js';
 import { registerPaymentRoutes } from './payments/routes.js';
 import { registerPosRoutes } from './pos/routes.js';
@@ -30,6 +31,7 @@ export async function buildApp(ctx: AppContext): Promise<App> {
         securitySchemes: {
           bearerAuth: { type: 'http', scheme: 'bearer', description: 'Token from POST /api/v1/authorization/confirm' },
           adminToken: { type: 'http', scheme: 'bearer', description: 'The operator ADMIN_TOKEN' },
+          apiKey: { type: 'apiKey', in: 'header', name: 'api_key', description: 'A messaging key from POST /api/v1/messaging-keys' },
           signedRequest: {
             type: 'apiKey',
             in: 'header',
@@ -51,6 +53,7 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   registerWalletRoutes(app, ctx);
   registerCallbackRoutes(app, ctx);
   registerAdminRoutes(app, ctx);
+  await registerMessagingRoutes(app, ctx);
   return app;
 }
 

@@ -28,6 +28,12 @@ export interface Config {
   rateLimitKeyPerSec: number;
   /** Bearer token lifetime; CONTRACT §3 says 1 h by default. */
   tokenTtlSeconds: number;
+  /** smtp(s)://user:pass@host:port; null = the embedded outbox delivers email. */
+  smtpUrl: string | null;
+  smtpFrom: string;
+  /** smpp://system_id:password@host:port; null = the embedded outbox delivers SMS. */
+  smppUrl: string | null;
+  smppSourceAddr: string;
   logLevel: string;
 }
 
@@ -85,6 +91,10 @@ export function loadConfig(env: Env = process.env): Config {
     rateLimitAuthIpPerMin: int(env, 'RATE_LIMIT_AUTH_IP_PER_MIN', 300, 1),
     rateLimitKeyPerSec: int(env, 'RATE_LIMIT_KEY_PER_SEC', 100, 1),
     tokenTtlSeconds: int(env, 'TOKEN_TTL_SECONDS', 3600, 1),
+    smtpUrl: transportUrl(env, 'SMTP_URL', ['smtp:', 'smtps:']),
+    smtpFrom: env.SMTP_FROM || 'Lipa <no-reply@lipa.local>',
+    smppUrl: transportUrl(env, 'SMPP_URL', ['smpp:', 'smpps:']),
+    smppSourceAddr: env.SMPP_SOURCE_ADDR || 'LIPA',
     logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info'),
   };
 }
@@ -119,6 +129,21 @@ function bool(env: Env, name: string, fallback: boolean): boolean {
   if (value === 'true' || value === '1') return true;
   if (value === 'false' || value === '0') return false;
   throw new ConfigError(`${name} must be true or false (got "${value}")`);
+}
+
+function transportUrl(env: Env, name: string, protocols: string[]): string | null {
+  const value = env[name];
+  if (value === undefined || value === '') return null;
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ConfigError(`${name} must be a URL such as ${protocols[0]}//user:password@host:port`);
+  }
+  if (!protocols.includes(url.protocol) || url.hostname === '') {
+    throw new ConfigError(`${name} must start with ${protocols.map((p) => `${p}//`).join(' or ')} and name a host`);
+  }
+  return value;
 }
 
 function databaseUrl(value: string): string {

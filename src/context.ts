@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from './config.js';
 import type { Db } from './db/database.js';
+import { Messenger, type Transports } from './messaging/messenger.js';
 import type { Notifier } from './notifier/notifier.js';
 import { SecretBox } from './security/secret-box.js';
 
@@ -8,12 +9,30 @@ import { SecretBox } from './security/secret-box.js';
 export interface AppContext {
   config: Config;
   store: Db;
+  /** The service's own messages (OTPs, prompts); the messenger implements it. */
   notifier: Notifier;
+  messenger: Messenger;
   secretBox: SecretBox;
   log: FastifyBaseLogger;
   now: () => number;
 }
 
-export function createContext(parts: Omit<AppContext, 'secretBox' | 'now'> & { now?: () => number }): AppContext {
-  return { ...parts, secretBox: new SecretBox(parts.config.masterKey), now: parts.now ?? Date.now };
+export function createContext(parts: {
+  config: Config;
+  store: Db;
+  log: FastifyBaseLogger;
+  transports?: Transports;
+  now?: () => number;
+}): AppContext {
+  const now = parts.now ?? Date.now;
+  const messenger = new Messenger(parts.store, parts.config, parts.log, parts.transports ?? { email: null, sms: null }, now);
+  return {
+    config: parts.config,
+    store: parts.store,
+    log: parts.log,
+    messenger,
+    notifier: messenger,
+    secretBox: new SecretBox(parts.config.masterKey),
+    now,
+  };
 }

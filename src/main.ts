@@ -4,7 +4,7 @@ import { createContext } from './context.js';
 import { openDatabase } from './db/database.js';
 import { startBackground } from './jobs/background.js';
 import { createLogger } from './logger.js';
-import { EmbeddedOutbox } from './notifier/notifier.js';
+import { createTransports } from './messaging/transports/index.js';
 
 async function main(): Promise<void> {
   let config: ReturnType<typeof loadConfig>;
@@ -20,7 +20,7 @@ async function main(): Promise<void> {
 
   const log = createLogger(config.logLevel);
   const store = await openDatabase(config.databaseUrl);
-  const ctx = createContext({ config, store, notifier: new EmbeddedOutbox(), log });
+  const ctx = createContext({ config, store, log, transports: createTransports(config, log) });
   const app = await buildApp(ctx);
   const mock = config.mockPort !== 0 ? await buildMockApp(ctx) : null;
   const background = await startBackground(ctx);
@@ -40,6 +40,7 @@ async function main(): Promise<void> {
     // Listeners stop accepting, in-flight requests finish, then background work and the database.
     await Promise.all([app.close(), mock?.close()]);
     await background.stop();
+    await ctx.messenger.close();
     await store.close();
     log.info('stopped');
     process.exit(0);

@@ -5,7 +5,6 @@ import { openDatabase } from '../db/database.js';
 import { AppError } from '../http/errors.js';
 import { createLogger } from '../logger.js';
 import { createMerchant } from '../merchants/create-merchant.js';
-import { EmbeddedOutbox } from '../notifier/notifier.js';
 import { createPayer, deposit } from '../payers/payers.js';
 
 /** The operator CLI: the same operations as the operator API, on the configured database. */
@@ -52,7 +51,7 @@ async function run(): Promise<unknown> {
   if (values.help || command === '' || command === 'help') return HELP;
   const config = loadConfig();
   const store = await openDatabase(config.databaseUrl);
-  const ctx = createContext({ config, store, notifier: new EmbeddedOutbox(), log: createLogger('warn') });
+  const ctx = createContext({ config, store, log: createLogger('warn') });
   try {
     switch (command) {
       case 'migrate':

@@ -159,6 +159,16 @@ export interface MessageTable {
   status: MessageStatus;
   created_at: number;
   updated_at: number;
+  /** The messaging key that sent it (API messages). */
+  messaging_key_id: string | null;
+  /** The next hop's id (SMTP Message-ID, SMPP message_id), to match delivery receipts. */
+  provider_id: string | null;
+  /** SMS segments (GSM-7 / UCS-2). */
+  segments: number | null;
+  attempts: number;
+  next_attempt_at: number;
+  locked_until: number;
+  last_error: string | null;
 }
 
 export type PaymentStatus = 'pending' | 'no_user' | 'paid' | 'declined' | 'expired';

@@ -11,7 +11,7 @@ import { openDatabase } from '../../src/db/database.js';
 import type { App } from '../../src/http/types.js';
 import { startBackground } from '../../src/jobs/background.js';
 import { createLogger } from '../../src/logger.js';
-import { EmbeddedOutbox } from '../../src/notifier/notifier.js';
+import { createTransports } from '../../src/messaging/transports/index.js';
 
 export const ADMIN_TOKEN = 'test-admin-token-0123456789';
 export const STAGING_OTP = '534789';
@@ -70,7 +70,7 @@ export async function startLipa(env: Record<string, string> = {}): Promise<Lipa>
   const logs: string[] = [];
   const log = createLogger(config.logLevel, { write: (line: string) => void logs.push(line) });
   const store = await openDatabase(config.databaseUrl);
-  const ctx = createContext({ config, store, notifier: new EmbeddedOutbox(), log });
+  const ctx = createContext({ config, store, log, transports: createTransports(config, log) });
   const app = await buildApp(ctx);
   const mock = await buildMockApp(ctx);
   const background = await startBackground(ctx);
@@ -85,6 +85,7 @@ export async function startLipa(env: Record<string, string> = {}): Promise<Lipa>
     close: async () => {
       await Promise.all([app.close(), mock.close()]);
       await background.stop();
+      await ctx.messenger.close();
       await store.close();
       await database.drop();
     },

@@ -1,0 +1,261 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { Config } from '../config.js';
+import type { Db, Tx } from '../db/database.js';
+import { hotQuery } from '../db/hot-query.js';
+import type { MessageStatus, MessageTable } from '../db/schema.js';
+import type { Notifier, OutgoingMessage } from '../notifier/notifier.js';
+import { splitPhone } from '../notifier/notifier.js';
+import { randomId } from '../security/tokens.js';
+import { countSegments } from './sms-segments.js';
+import {
+  type DeliveryReceipt,
+  type EmailTransport,
+  PermanentSendError,
+  type SendResult,
+  type SmsTransport,
+  TransientSendError,
+} from './transports/transport.js';
+
+/** Transports of a process; null means the embedded outbox delivers that type. */
+export interface Transports {
+  email: EmailTransport | null;
+  sms: SmsTransport | null;
+}
+
+export const MAX_SEND_ATTEMPTS = 8;
+/** A message being sent is leased; if the sender dies, the lease ends and it is tried again. */
+const LEASE_MS = 30_000;
+const MAX_IN_FLIGHT = 512;
+/** Receipts that overtake the record of their submission wait this long for it. */
+const EARLY_RECEIPT_MS = 60_000;
+
+export type NewMessage = Omit<
+  MessageTable,
+  'id' | 'status' | 'created_at' | 'updated_at' | 'provider_id' | 'attempts' | 'next_attempt_at' | 'locked_until' | 'last_error'
+>;
+
+/**
+ * The messaging subsystem's engine: every message (API or the service's own OTPs and
+ * prompts) is stored before it is sent, then handed to its transport; outcomes, retries
+ * and delivery receipts are recorded on the row. With no SMTP/SMPP configured, storing is
+ * delivering (the embedded outbox).
+ */
+export class Messenger implements Notifier {
+  private inFlight = 0;
+  private readonly earlyReceipts = new Map<string, { receipt: DeliveryReceipt; at: number }>();
+
+  constructor(
+    private readonly store: Db,
+    private readonly config: Config,
+    private readonly log: FastifyBaseLogger,
+    readonly transports: Transports,
+    private readonly now: () => number = Date.now,
+  ) {
+    // The receipt is acknowledged to the SMSC only once it is recorded.
+    transports.sms?.onReceipt((receipt) => this.applyReceipt(receipt));
+  }
+
+  /** Whether messages of this type are delivered by storing them (no real transport). */
+  embedded(type: 'email' | 'sms'): boolean {
+    return this.transports[type] === null;
+  }
+
+  /**
+   * Stores a message in the caller's transaction. Embedded: it is delivered there and then.
+   * Otherwise it is queued; `claimed` leases it to the caller, who sends it right after the
+   * commit (sendClaimed), so the API's first attempt needs no extra write to claim it.
+   */
+  async enqueue(tx: Tx, message: NewMessage, now: number, claimed: boolean): Promise<MessageTable> {
+    const embedded = this.embedded(message.type);
+    const row: MessageTable = {
+      id: randomId('msg_'),
+      ...message,
+      status: embedded ? 'delivered' : 'queued',
+      created_at: now,
+      updated_at: now,
+      provider_id: null,
+      attempts: 0,
+      next_attempt_at: now,
+      locked_until: claimed && !embedded ? now + LEASE_MS : 0,
+      last_error: null,
+    };
+    await hotQuery(tx, 'messages.insert', Object.values(row), () => tx.insertInto('messages').values(row));
+    return row;
+  }
+
+  /** The Notifier port: the service's own messages (OTPs, payment prompts). */
+  async send(tx: Tx, message: OutgoingMessage, now: number): Promise<string> {
+    const phone = message.channel === 'sms' ? splitPhone(message.to) : null;
+    const row = await this.enqueue(
+      tx,
+      {
+        merchant_id: null,
+        messaging_key_id: null,
+        purpose: message.purpose,
+        type: message.channel,
+        email: message.channel === 'email' ? message.to : null,
+        subject: message.channel === 'email' ? message.subject : null,
+        content_type: message.channel === 'email' ? 'text' : null,
+        phone_country_code: phone?.countryCode ?? null,
+        phone_number: phone?.number ?? null,
+        content: message.text,
+        segments: message.channel === 'sms' ? countSegments(message.text).segments : null,
+      },
+      now,
+      false,
+    );
+    return row.id;
+  }
+
+  /** Sends a message this process holds the lease of; resolves with its status after the attempt. */
+  async sendClaimed(message: MessageTable): Promise<MessageStatus> {
+    this.inFlight++;
+    try {
+      return await this.attempt(message);
+    } finally {
+      this.inFlight--;
+    }
+  }
+
+  /** The worker: claims due queued messages and sends them, without waiting for slow ones. */
+  async deliverDue(): Promise<number> {
+    if (this.transports.email === null && this.transports.sms === null) return 0;
+    const room = MAX_IN_FLIGHT - this.inFlight;
+    if (room <= 0) return 0;
+    const now = this.now();
+    const claimed = await this.store.write(async (tx) => {
+      const due = await tx
+        .selectFrom('messages')
+        .select('id')
+        .where('status', '=', 'queued')
+        .where('next_attempt_at', '<=', now)
+        .where('locked_until', '<=', now)
+        .orderBy('next_attempt_at')
+        .limit(Math.min(room, 256))
+        .execute();
+      if (due.length === 0) return [];
+      return tx
+        .updateTable('messages')
+        .set({ locked_until: now + LEASE_MS })
+        .where(
+          'id',
+          'in',
+          due.map((d) => d.id),
+        )
+        .where('status', '=', 'queued')
+        .where('locked_until', '<=', now)
+        .returningAll()
+        .execute();
+    });
+    for (const message of claimed) void this.sendClaimed(message);
+    return claimed.length;
+  }
+
+  private async attempt(message: MessageTable): Promise<MessageStatus> {
+    let result: SendResult | null = null;
+    let error: Error | null = null;
+    try {
+      result = await this.transmit(message);
+    } catch (caught) {
+      error = caught as Error;
+    }
+    const now = this.now();
+    const attempts = message.attempts + 1;
+    let status: MessageStatus;
+    let next = now;
+    if (result) {
+      status = result.status;
+    } else if (error instanceof PermanentSendError || attempts >= MAX_SEND_ATTEMPTS) {
+      status = 'failed';
+    } else {
+      status = 'queued';
+      next = now + Math.min(2000 * 2 ** (attempts - 1), 10 * 60_000) * (0.8 + Math.random() * 0.4);
+      if (!(error instanceof TransientSendError)) this.log.error({ err: error, messageId: message.id }, 'message send failed unexpectedly');
+    }
+    const content = this.redactedAfterSend(message, status);
+    await this.store.write((tx) =>
+      hotQuery(
+        tx,
+        'messages.record-attempt',
+        [status, result?.providerId ?? null, attempts, Math.round(next), error?.message ?? null, content, now, message.id],
+        () =>
+          tx
+            .updateTable('messages')
+            .set({
+              status,
+              provider_id: result?.providerId ?? null,
+              attempts,
+              next_attempt_at: Math.round(next),
+              locked_until: 0,
+              last_error: error?.message ?? null,
+              content,
+              updated_at: now,
+            })
+            .where('id', '=', message.id),
+      ),
+    );
+    const early = result?.providerId ? this.earlyReceipts.get(result.providerId) : undefined;
+    if (early) {
+      this.earlyReceipts.delete(early.receipt.providerId);
+      await this.applyReceipt(early.receipt);
+      return early.receipt.delivered ? 'delivered' : 'failed';
+    }
+    return status;
+  }
+
+  private transmit(message: MessageTable): Promise<SendResult> {
+    if (message.type === 'email') {
+      const transport = this.transports.email;
+      if (!transport) return Promise.resolve({ status: 'delivered', providerId: null });
+      return transport.send({
+        id: message.id,
+        to: message.email ?? '',
+        subject: message.subject ?? '',
+        contentType: message.content_type === 'html' ? 'html' : 'text',
+        content: message.content,
+      });
+    }
+    const transport = this.transports.sms;
+    if (!transport) return Promise.resolve({ status: 'delivered', providerId: null });
+    return transport.send({
+      id: message.id,
+      countryCode: message.phone_country_code ?? '',
+      number: message.phone_number ?? '',
+      content: message.content,
+    });
+  }
+
+  /**
+   * Once a real transport has taken an OTP, its code need not stay in the database: the
+   * stored text keeps its shape with the digits hidden. (The embedded outbox keeps it: there
+   * the outbox is the recipient's inbox.)
+   */
+  private redactedAfterSend(message: MessageTable, status: MessageStatus): string {
+    if (message.purpose !== 'otp' || (status !== 'sent' && status !== 'delivered')) return message.content;
+    return message.content.replace(/\b[0-9]{6}\b/g, '******');
+  }
+
+  /** A delivery receipt moves a sent SMS to delivered or failed. */
+  async applyReceipt(receipt: DeliveryReceipt): Promise<void> {
+    const now = this.now();
+    const status: MessageStatus = receipt.delivered ? 'delivered' : 'failed';
+    const updated = await this.store.write((tx) =>
+      hotQuery(tx, 'messages.receipt', [status, receipt.delivered ? null : receipt.detail, now, receipt.providerId], () =>
+        tx
+          .updateTable('messages')
+          .set({ status, last_error: receipt.delivered ? null : receipt.detail, updated_at: now })
+          .where('provider_id', '=', receipt.providerId)
+          .where('status', 'in', ['sent', 'queued']),
+      ),
+    );
+    if (Number(updated.numAffectedRows ?? 0n) === 0) {
+      // The receipt overtook the record of its submission: keep it for attempt() to apply.
+      for (const [id, early] of this.earlyReceipts) if (now - early.at > EARLY_RECEIPT_MS) this.earlyReceipts.delete(id);
+      this.earlyReceipts.set(receipt.providerId, { receipt, at: now });
+    }
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([this.transports.email?.close(), this.transports.sms?.close()]);
+  }
+}

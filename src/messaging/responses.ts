@@ -1,0 +1,77 @@
+import type { FastifyReply } from 'fastify';
+import type { MessageTable } from '../db/schema.js';
+
+/**
+ * Every answer of the messaging API, in the interface's own shapes (seed, endpoints 7 and 8;
+ * CONTRACT §8). They are not uniform, on purpose: objects with status/message/error_code,
+ * an object with reason, and a bare JSON string. This file is the only place they are made.
+ */
+export const messagingReply = {
+  emailAccepted: (reply: FastifyReply, id: string, status: string) =>
+    reply
+      .code(200)
+      .send({ status: 'success', message: status === 'queued' ? 'Email accepted and queued for delivery' : 'Email sent successfully', id }),
+
+  emailBadRequest: (reply: FastifyReply, message: string) => reply.code(400).send({ status: 'error', message }),
+
+  /** The quirk of the interface: a 500 whose body is a plain JSON string. */
+  emailInvalidRecipient: (reply: FastifyReply, address: string) =>
+    reply
+      .code(500)
+      .type('application/json; charset=utf-8')
+      .send(JSON.stringify(`The recipient email address is invalid: ${address}`)),
+
+  smsAccepted: (reply: FastifyReply, id: string, status: string) =>
+    reply
+      .code(201)
+      .send({ message: status === 'queued' ? 'SMS accepted and queued for delivery' : 'SMS sent successfully', data: { status, id } }),
+
+  badRequest: (reply: FastifyReply, message: string) => reply.code(400).send({ status: 'error', message, error_code: 'bad_request' }),
+
+  unauthorized: (reply: FastifyReply) =>
+    reply.code(401).send({ status: 'error', message: 'A valid api_key header is required.', error_code: 'unauthorized' }),
+
+  rateLimited: (reply: FastifyReply, retryAfterSeconds: number) =>
+    reply
+      .code(429)
+      .header('retry-after', String(retryAfterSeconds))
+      .send({
+        status: 'error',
+        message: `Too many requests for this api_key; retry in ${retryAfterSeconds} s.`,
+        error_code: 'rate_limited',
+      }),
+
+  payloadTooLarge: (reply: FastifyReply) =>
+    reply.code(413).send({ status: 'error', message: 'The request body is too large.', error_code: 'payload_too_large' }),
+
+  internalError: (reply: FastifyReply) =>
+    reply
+      .code(500)
+      .send({ status: 'error', message: 'Something went wrong on our side; retry later.', error_code: 'internal_server_error' }),
+
+  found: (reply: FastifyReply, message: MessageTable) => reply.code(200).send({ data: toStoredMessage(message) }),
+
+  lookupAuthenticationFailed: (reply: FastifyReply, reason: string) => reply.code(401).send({ message: 'Authentication failed', reason }),
+
+  accessDenied: (reply: FastifyReply) => reply.code(403).send({ message: 'Access to this message is denied.' }),
+
+  notFound: (reply: FastifyReply) => reply.code(404).send({ message: 'Message not found.', error_code: 'not_found' }),
+};
+
+/** The phone number as the lookup shows it: masked but for the last three digits. */
+export function maskNumber(number: string): string {
+  return number.length <= 3 ? number : `${'*'.repeat(number.length - 3)}${number.slice(-3)}`;
+}
+
+/** A stored message as GET /api/messages/{id} shows it. */
+export function toStoredMessage(m: MessageTable) {
+  const common = { id: m.id, status: m.status, type: m.type, content: m.content, created_at: new Date(m.created_at).toISOString() };
+  if (m.type === 'sms') {
+    return {
+      ...common,
+      segments: m.segments,
+      phone: { number: maskNumber(m.phone_number ?? ''), country_code: m.phone_country_code ?? '' },
+    };
+  }
+  return { ...common, email: m.email, subject: m.subject, content_type: m.content_type };
+}

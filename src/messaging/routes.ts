@@ -1,0 +1,161 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { Type } from 'typebox';
+import type { AppContext } from '../context.js';
+import { hotQuery } from '../db/hot-query.js';
+import type { MessageTable } from '../db/schema.js';
+import { AppError } from '../http/errors.js';
+import { WindowLimiter } from '../http/rate-limit.js';
+import type { App } from '../http/types.js';
+import { sha256Hex } from '../security/tokens.js';
+import { messagingReply } from './responses.js';
+import { type Refusal, validateMessage } from './validate.js';
+
+/** How long POST /api/messages waits for the first attempt before answering `queued`. */
+const FIRST_ATTEMPT_WAIT_MS = 2000;
+
+interface MessagingKey {
+  id: string;
+  merchantId: string;
+}
+
+/**
+ * The messaging API (endpoints 7 and 8) at `{messaging_url}` = `/api`, with the api_key
+ * header. Its answers have the interface's own shapes (responses.ts), errors included, so
+ * it has its own error handler.
+ */
+export async function registerMessagingRoutes(app: App, ctx: AppContext): Promise<void> {
+  await app.register(async (plugin) => {
+    const scope = plugin.withTypeProvider<TypeBoxTypeProvider>();
+    const perKey = new WindowLimiter(ctx.config.rateLimitKeyPerSec, 1000, ctx.now);
+
+    const keyOf = async (request: FastifyRequest): Promise<MessagingKey | null> => {
+      const header = request.headers.api_key;
+      const apiKey = Array.isArray(header) ? header[0] : header;
+      if (!apiKey) return null;
+      const db = ctx.store.db;
+      const hash = sha256Hex(apiKey);
+      const { rows } = await hotQuery(db, 'messaging.key', [hash], () =>
+        db.selectFrom('messaging_keys').select(['id', 'merchant_id', 'revoked_at']).where('key_hash', '=', hash),
+      );
+      const key = rows[0];
+      return key && key.revoked_at === null ? { id: key.id, merchantId: key.merchant_id } : null;
+    };
+
+    /** 429 in the messaging shape, or null when within the limit. */
+    const limited = (reply: FastifyReply, key: MessagingKey): FastifyReply | null => {
+      try {
+        perKey.hit(`messaging:${key.id}`);
+        return null;
+      } catch (error) {
+        const retryAfter = Number((error as AppError).headers?.['Retry-After'] ?? 1);
+        return messagingReply.rateLimited(reply, retryAfter);
+      }
+    };
+
+    scope.setErrorHandler((error: FastifyError, request, reply) => {
+      const code = error instanceof AppError ? error.code : error.code;
+      if (code === 'payload_too_large' || code === 'FST_ERR_CTP_BODY_TOO_LARGE') return messagingReply.payloadTooLarge(reply);
+      if (error instanceof AppError && error.status < 500) return messagingReply.badRequest(reply, error.message);
+      if ((error.statusCode ?? 500) < 500) return messagingReply.badRequest(reply, error.message);
+      request.log.error({ err: error }, 'messaging request failed');
+      return messagingReply.internalError(reply);
+    });
+
+    const tags = ['Messaging'];
+    const security = [{ apiKey: [] }];
+
+    scope.post(
+      '/api/messages',
+      {
+        // Documented here; checked by validateMessage so that refusals take the interface's shapes.
+        attachValidation: true,
+        schema: {
+          tags,
+          security,
+          summary: 'Send one email or one SMS (endpoint 7)',
+          body: Type.Object({
+            message: Type.Object(
+              { type: Type.String({ description: 'email or sms' }), content: Type.String() },
+              { additionalProperties: true },
+            ),
+          }),
+        },
+      },
+      async (request, reply) => {
+        const key = await keyOf(request);
+        if (!key) return messagingReply.unauthorized(reply);
+        const tooMany = limited(reply, key);
+        if (tooMany) return tooMany;
+        const valid = validateMessage(request.body);
+        if ('kind' in valid) return refuse(reply, valid);
+
+        const now = ctx.now();
+        const stored = await ctx.store.write((tx) =>
+          ctx.messenger.enqueue(
+            tx,
+            {
+              merchant_id: key.merchantId,
+              messaging_key_id: key.id,
+              purpose: 'api',
+              type: valid.type,
+              email: valid.type === 'email' ? valid.email : null,
+              subject: valid.type === 'email' ? valid.subject : null,
+              content_type: valid.type === 'email' ? valid.contentType : null,
+              phone_country_code: valid.type === 'sms' ? valid.countryCode : null,
+              phone_number: valid.type === 'sms' ? valid.number : null,
+              content: valid.content,
+              segments: valid.type === 'sms' ? valid.segments : null,
+            },
+            now,
+            true,
+          ),
+        );
+        let status = stored.status;
+        if (status === 'queued') {
+          // The first attempt starts now; answer with its outcome if it comes in time.
+          const attempt = ctx.messenger.sendClaimed(stored);
+          const timeout = new Promise<'queued'>((resolve) => setTimeout(() => resolve('queued'), FIRST_ATTEMPT_WAIT_MS).unref());
+          status = await Promise.race([attempt, timeout]);
+        }
+        return valid.type === 'email'
+          ? messagingReply.emailAccepted(reply, stored.id, status)
+          : messagingReply.smsAccepted(reply, stored.id, status);
+      },
+    );
+
+    scope.get(
+      '/api/messages/:message_id',
+      {
+        schema: {
+          tags,
+          security,
+          summary: 'Read back one sent message (endpoint 8)',
+          params: Type.Object({ message_id: Type.String({ maxLength: 200 }) }),
+        },
+      },
+      async (request, reply) => {
+        const header = request.headers.api_key;
+        if (!header) return messagingReply.lookupAuthenticationFailed(reply, 'The api_key header is missing.');
+        const key = await keyOf(request);
+        if (!key) return messagingReply.lookupAuthenticationFailed(reply, 'The api_key is invalid or revoked.');
+        const tooMany = limited(reply, key);
+        if (tooMany) return tooMany;
+        const id = request.params.message_id;
+        const db = ctx.store.db;
+        const { rows } = await hotQuery(db, 'messaging.get', [id], () => db.selectFrom('messages').selectAll().where('id', '=', id));
+        const message = rows[0] as MessageTable | undefined;
+        if (!message) return messagingReply.notFound(reply);
+        if (message.merchant_id !== key.merchantId) return messagingReply.accessDenied(reply);
+        return messagingReply.found(reply, message);
+      },
+    );
+  });
+}
+
+function refuse(reply: FastifyReply, refusal: Refusal): FastifyReply {
+  if (refusal.kind === 'invalid_recipient') return messagingReply.emailInvalidRecipient(reply, refusal.address);
+  return refusal.type === 'email'
+    ? messagingReply.emailBadRequest(reply, refusal.message)
+    : messagingReply.badRequest(reply, refusal.message);
+}

@@ -1,0 +1,701 @@
+import type { ConnectionOptions } from 'node:tls';
+import smpp from 'smpp';
+import { countSegments, encodeGsm7, encodeUcs2 } from '../sms-segments.js';
+import {
+  type DeliveryReceipt,
+  type OutboundSms,
+  PermanentSendError,
+  type SendResult,
+  type SmsTransport,
+  TransientSendError,
+} from './transport.js';
+
+/**
+ * SMS over SMPP 3.4 (the `smpp` package): one transceiver bind per transport, kept alive with
+ * enquire_link and re-established with back-off after a drop. Many submit_sm are in flight at
+ * once on the bind (up to `windowSize`), each matched to its submit_sm_resp by sequence number.
+ *
+ * Texts go out as GSM 03.38 (data_coding 0, unpacked septets) when every character is in that
+ * alphabet, else as UCS-2 big-endian (data_coding 8). A text longer than one SMS goes in the
+ * message_payload TLV (short_message empty), so the SMSC splits it and answers with one
+ * message_id and one receipt for the whole text.
+ *
+ * Delivery receipts (deliver_sm) are acknowledged after every listener has run; a listener
+ * that returns a promise delays the deliver_sm_resp until it settles, and a rejection answers
+ * ESME_RX_T_APPN so the SMSC sends the receipt again later.
+ */
+
+export interface SmppUrl {
+  tls: boolean;
+  host: string;
+  port: number;
+  systemId: string;
+  password: string;
+}
+
+const URL_SHAPE = 'smpp://system_id:password@host:2775 (smpps:// for TLS)';
+
+/**
+ * `smpp://system_id:password@host[:port]` (port 2775 by default), or `smpps://` (also the
+ * package's `ssmpp://`) for SMPP over TLS (port 3550 by default). User and password are
+ * percent-decoded. The error never repeats the password.
+ */
+export function parseSmppUrl(value: string): SmppUrl {
+  const bad = (why: string) => new Error(`SMPP_URL ${why}; expected ${URL_SHAPE}`);
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw bad('is not a URL');
+  }
+  const tls = url.protocol === 'smpps:' || url.protocol === 'ssmpp:';
+  if (!tls && url.protocol !== 'smpp:') throw bad(`has scheme "${url.protocol}"`);
+  const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+  if (host === '') throw bad('has no host');
+  if (url.username === '') throw bad('has no system_id');
+  if (url.search !== '' || url.hash !== '' || (url.pathname !== '' && url.pathname !== '/')) {
+    throw bad('must not have a path, query or fragment');
+  }
+  const port = url.port === '' ? (tls ? 3550 : 2775) : Number(url.port);
+  if (!Number.isInteger(port) || port < 1 || port > 65535) throw bad('has an invalid port');
+  let systemId: string;
+  let password: string;
+  try {
+    systemId = decodeURIComponent(url.username);
+    password = decodeURIComponent(url.password);
+  } catch {
+    throw bad('has a badly percent-encoded system_id or password');
+  }
+  return { tls, host, port, systemId, password };
+}
+
+/** The URL without its password, for logs and errors. */
+export function describeSmppUrl(target: Pick<SmppUrl, 'tls' | 'host' | 'port' | 'systemId'>): string {
+  const host = target.host.includes(':') ? `[${target.host}]` : target.host;
+  return `${target.tls ? 'smpps' : 'smpp'}://${encodeURIComponent(target.systemId)}@${host}:${target.port}`;
+}
+
+/** The subset of a pino logger the transport uses. */
+export interface SmppLogger {
+  debug(obj: object, msg: string): void;
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+}
+
+export interface SmppTransportOptions {
+  /** SMPP_URL: `smpp://system_id:password@host:port` or `smpps://…`. */
+  url: string;
+  /** Sender shown to the recipient: alphanumeric (≤ 11 characters) or digits. Default "LIPA". */
+  sourceAddr?: string;
+  /** Default: 5/0 (alphanumeric) for a name, 1/1 (international, ISDN) for digits. */
+  sourceAddrTon?: number;
+  sourceAddrNpi?: number;
+  /** bind_transceiver system_type; default empty. */
+  systemType?: string;
+  /** Interval of enquire_link while bound; default 30 s. */
+  enquireLinkMs?: number;
+  /** How long send() waits for a bind while disconnected; default 5 s. */
+  bindWaitMs?: number;
+  /** Time allowed for any response (bind, submit_sm, enquire_link, unbind); default 10 s. */
+  responseTimeoutMs?: number;
+  /** Time allowed for the TCP (and TLS) connection; default 10 s. */
+  connectTimeoutMs?: number;
+  /** Reconnect back-off: first delay, doubled per failed attempt up to the maximum. Default 0.5 s → 30 s. */
+  reconnectMinMs?: number;
+  reconnectMaxMs?: number;
+  /** Most submit_sm awaiting their response at once; further sends queue. Default 1000. */
+  windowSize?: number;
+  /** Extra options for tls.connect with smpps:// (ca, servername, rejectUnauthorized, …). */
+  tlsOptions?: ConnectionOptions;
+  logger?: SmppLogger;
+}
+
+const TON_INTERNATIONAL = 1;
+const NPI_ISDN = 1;
+const TON_ALPHANUMERIC = 5;
+const NPI_UNKNOWN = 0;
+const DATA_CODING_GSM = 0;
+const DATA_CODING_UCS2 = 8;
+/** esm_class message type bits (2–5) of a deliver_sm. */
+const ESM_TYPE_MASK = 0x3c;
+const ESM_MC_DELIVERY_RECEIPT = 0x04;
+const ESM_INTERMEDIATE_NOTIFICATION = 0x20;
+
+const STATUS = {
+  ok: 0x00,
+  invalidCommand: 0x03,
+  invalidBindStatus: 0x04,
+  systemError: 0x08,
+  queueFull: 0x14,
+  submitFailed: 0x45,
+  throttled: 0x58,
+  temporaryAppError: 0x64,
+  unknownError: 0xff,
+} as const;
+
+/** command_status values worth retrying; every other rejection is for good. */
+const TRANSIENT_STATUSES = new Set<number>([
+  STATUS.invalidBindStatus,
+  STATUS.systemError,
+  STATUS.queueFull,
+  STATUS.submitFailed,
+  STATUS.throttled,
+  STATUS.temporaryAppError,
+  STATUS.unknownError,
+]);
+
+const STATUS_NAMES = new Map<number, string>(Object.entries(smpp.errors).map(([name, value]) => [value, name]));
+
+const STATUS_TEXT = new Map<number, string>([
+  [0x01, 'message length is invalid'],
+  [0x04, 'not bound'],
+  [0x08, 'system error'],
+  [0x0a, 'invalid source address'],
+  [0x0b, 'invalid destination address'],
+  [0x0d, 'bind failed'],
+  [0x0e, 'invalid password'],
+  [0x0f, 'invalid system_id'],
+  [0x14, 'message queue full'],
+  [0x45, 'submit failed'],
+  [0x48, 'invalid source address TON'],
+  [0x49, 'invalid source address NPI'],
+  [0x50, 'invalid destination address TON'],
+  [0x51, 'invalid destination address NPI'],
+  [0x58, 'throttled'],
+  [0x64, 'temporary application error'],
+  [0xff, 'unknown error'],
+  [0x0104, 'invalid data_coding'],
+]);
+
+/** "ESME_RINVDSTADR (0x0B, invalid destination address)". */
+export function describeStatus(status: number): string {
+  const name = STATUS_NAMES.get(status) ?? 'command_status';
+  const hex = `0x${status.toString(16).toUpperCase().padStart(2, '0')}`;
+  const text = STATUS_TEXT.get(status);
+  return `${name} (${hex}${text ? `, ${text}` : ''})`;
+}
+
+/** The error for a submit_sm answered with a non-zero command_status. */
+export function submitError(status: number): TransientSendError | PermanentSendError {
+  const message = `SMSC rejected submit_sm: ${describeStatus(status)}`;
+  return TRANSIENT_STATUSES.has(status) ? new TransientSendError(message) : new PermanentSendError(message);
+}
+
+/** message_state TLV values → the receipt text's stat names. */
+const MESSAGE_STATES: Record<number, string> = {
+  0: 'SCHEDULED',
+  1: 'ENROUTE',
+  2: 'DELIVRD',
+  3: 'EXPIRED',
+  4: 'DELETED',
+  5: 'UNDELIV',
+  6: 'ACCEPTD',
+  7: 'UNKNOWN',
+  8: 'REJECTD',
+  9: 'SKIPPED',
+};
+/**
+ * Not the message's final fate: reported by some SMSCs before the real receipt. ACCEPTD is
+ * listed too: many SMSCs use it for "taken by the SMSC", and a later receipt settles it.
+ */
+const NON_FINAL_STATS = new Set(['SCHEDULED', 'ENROUTE', 'ACCEPTD']);
+
+export interface ParsedReceipt extends DeliveryReceipt {
+  /** False for intermediate notifications (ENROUTE, ACCEPTD, …), which are not passed on. */
+  final: boolean;
+}
+
+/**
+ * A deliver_sm as a delivery receipt, or null when it is not one (a mobile-originated SMS).
+ * Uses the receipted_message_id and message_state TLVs when present, else the receipt text
+ * `id:… sub:… dlvrd:… submit date:… done date:… stat:DELIVRD err:…`.
+ */
+export function parseDeliveryReceipt(pdu: Record<string, unknown>): ParsedReceipt | null {
+  const esmType = (typeof pdu.esm_class === 'number' ? pdu.esm_class : 0) & ESM_TYPE_MASK;
+  const text = messageText(pdu.message_payload) ?? messageText(pdu.short_message) ?? '';
+  const textId = /(?:^|\s)id:(\S+)/i.exec(text)?.[1];
+  const textStat = /(?:^|\s)stat:(\S+)/i.exec(text)?.[1]?.toUpperCase();
+  const textErr = /(?:^|\s)err:(\S+)/i.exec(text)?.[1];
+  const tlvId = typeof pdu.receipted_message_id === 'string' && pdu.receipted_message_id !== '' ? pdu.receipted_message_id : undefined;
+  const tlvState = typeof pdu.message_state === 'number' ? pdu.message_state : undefined;
+
+  const looksLikeReceipt =
+    esmType === ESM_MC_DELIVERY_RECEIPT ||
+    esmType === ESM_INTERMEDIATE_NOTIFICATION ||
+    tlvId !== undefined ||
+    (textId !== undefined && textStat !== undefined);
+  if (!looksLikeReceipt) return null;
+  const providerId = tlvId ?? textId;
+  if (providerId === undefined) return null;
+
+  const stat = textStat ?? (tlvState !== undefined ? (MESSAGE_STATES[tlvState] ?? `STATE${tlvState}`) : 'UNKNOWN');
+  const delivered = tlvState !== undefined ? tlvState === 2 : stat === 'DELIVRD';
+  return {
+    providerId,
+    delivered,
+    detail: textErr !== undefined ? `${stat} err:${textErr}` : stat,
+    final: esmType !== ESM_INTERMEDIATE_NOTIFICATION && !NON_FINAL_STATS.has(stat),
+  };
+}
+
+/** A received short_message / message_payload (decoded by the package as `{ udh?, message }`) as text. */
+function messageText(field: unknown): string | undefined {
+  const value = field !== null && typeof field === 'object' && 'message' in field ? (field as { message: unknown }).message : field;
+  if (typeof value === 'string') return value === '' ? undefined : value;
+  if (Buffer.isBuffer(value)) return value.length === 0 ? undefined : value.toString('latin1');
+  return undefined;
+}
+
+interface Waiter {
+  resolve: () => void;
+  reject: (error: Error) => void;
+  timer: NodeJS.Timeout;
+}
+
+interface Pending {
+  fail: (error: Error) => void;
+}
+
+type ReceiptListener = (receipt: DeliveryReceipt) => void;
+
+export class SmppTransport implements SmsTransport {
+  readonly name = 'smpp';
+  /** `smpp://system_id@host:port`, without the password. */
+  readonly target: string;
+
+  readonly #server: SmppUrl;
+  readonly #sourceAddr: string;
+  readonly #sourceTon: number;
+  readonly #sourceNpi: number;
+  readonly #systemType: string;
+  readonly #enquireLinkMs: number;
+  readonly #bindWaitMs: number;
+  readonly #responseTimeoutMs: number;
+  readonly #connectTimeoutMs: number;
+  readonly #reconnectMinMs: number;
+  readonly #reconnectMaxMs: number;
+  readonly #windowSize: number;
+  readonly #tlsOptions: ConnectionOptions;
+  readonly #log: SmppLogger | undefined;
+
+  #started = false;
+  #closed = false;
+  #closing: Promise<void> | null = null;
+  #session: smpp.Session | null = null;
+  #bound = false;
+  /** Set when the SMSC refused the last bind: sends fail at once until a bind succeeds. */
+  #bindRefused: string | null = null;
+  #lastError: string | null = null;
+  #failedAttempts = 0;
+  #reconnectTimer: NodeJS.Timeout | null = null;
+  #enquireTimer: NodeJS.Timeout | null = null;
+  #bindWaiters = new Set<Waiter>();
+  #slotWaiters: Array<() => void> = [];
+  #pending = new Set<Pending>();
+  #idleWaiters: Array<() => void> = [];
+  #corked = false;
+  #listeners: ReceiptListener[] = [];
+
+  constructor(options: SmppTransportOptions) {
+    this.#server = parseSmppUrl(options.url);
+    this.target = describeSmppUrl(this.#server);
+    const source = options.sourceAddr ?? 'LIPA';
+    const numeric = /^\+?[0-9]{1,20}$/.test(source);
+    if (!numeric && !/^[\x20-\x7e]{1,11}$/.test(source)) {
+      throw new Error(`SMPP source address must be digits or 1-11 printable ASCII characters (got "${source}")`);
+    }
+    this.#sourceAddr = numeric ? source.replace(/^\+/, '') : source;
+    this.#sourceTon = options.sourceAddrTon ?? (numeric ? TON_INTERNATIONAL : TON_ALPHANUMERIC);
+    this.#sourceNpi = options.sourceAddrNpi ?? (numeric ? NPI_ISDN : NPI_UNKNOWN);
+    this.#systemType = options.systemType ?? '';
+    this.#enquireLinkMs = positive('enquireLinkMs', options.enquireLinkMs, 30_000);
+    this.#bindWaitMs = positive('bindWaitMs', options.bindWaitMs, 5_000);
+    this.#responseTimeoutMs = positive('responseTimeoutMs', options.responseTimeoutMs, 10_000);
+    this.#connectTimeoutMs = positive('connectTimeoutMs', options.connectTimeoutMs, 10_000);
+    this.#reconnectMinMs = positive('reconnectMinMs', options.reconnectMinMs, 500);
+    this.#reconnectMaxMs = Math.max(this.#reconnectMinMs, positive('reconnectMaxMs', options.reconnectMaxMs, 30_000));
+    this.#windowSize = positive('windowSize', options.windowSize, 1000);
+    this.#tlsOptions = options.tlsOptions ?? {};
+    this.#log = options.logger;
+  }
+
+  /** Whether the transceiver bind is up right now. */
+  get bound(): boolean {
+    return this.#bound;
+  }
+
+  /** Submits awaiting their submit_sm_resp. */
+  get inFlight(): number {
+    return this.#pending.size;
+  }
+
+  /** Connects and binds in the background (send() does this too); idempotent. */
+  start(): void {
+    if (this.#started || this.#closed) return;
+    this.#started = true;
+    this.#connect();
+  }
+
+  /** Resolves once bound; TransientSendError after `timeoutMs` or when the SMSC refuses the bind. */
+  async ready(timeoutMs = this.#bindWaitMs): Promise<void> {
+    this.start();
+    await this.#waitForBind(timeoutMs, timeoutMs);
+  }
+
+  onReceipt(listener: ReceiptListener): void {
+    this.#listeners.push(listener);
+  }
+
+  async send(message: OutboundSms): Promise<SendResult> {
+    const destination = `${message.countryCode}${message.number}`;
+    if (!/^[0-9]{1,20}$/.test(destination)) {
+      throw new PermanentSendError('SMS destination must be 1-20 digits (country code and number)');
+    }
+    const params = this.#submitParams(message.content, destination);
+    this.start();
+    const deadline = Date.now() + this.#bindWaitMs;
+    let woken = false;
+    try {
+      for (;;) {
+        if (this.#closed) throw new TransientSendError('SMPP transport is closed');
+        const session = this.#session;
+        if (!this.#bound || session === null) {
+          await this.#waitForBind(deadline - Date.now(), this.#bindWaitMs);
+          continue;
+        }
+        if (this.#pending.size >= this.#windowSize) {
+          woken = false;
+          await new Promise<void>((resolve) => this.#slotWaiters.push(resolve));
+          woken = true;
+          continue;
+        }
+        return this.#submit(session, params);
+      }
+    } catch (error) {
+      // This send was handed a free slot it will not use: hand it to the next in line.
+      if (woken) this.#slotWaiters.shift()?.();
+      throw error;
+    }
+  }
+
+  async close(): Promise<void> {
+    this.#closing ??= this.#shutdown();
+    return this.#closing;
+  }
+
+  #submitParams(content: string, destination: string): Record<string, unknown> {
+    const { encoding, segments } = countSegments(content);
+    const body = encoding === 'gsm7' ? encodeGsm7(content) : encodeUcs2(content);
+    return {
+      source_addr_ton: this.#sourceTon,
+      source_addr_npi: this.#sourceNpi,
+      source_addr: this.#sourceAddr,
+      dest_addr_ton: TON_INTERNATIONAL,
+      dest_addr_npi: NPI_ISDN,
+      destination_addr: destination,
+      registered_delivery: 1,
+      data_coding: encoding === 'gsm7' ? DATA_CODING_GSM : DATA_CODING_UCS2,
+      ...(segments === 1 ? { short_message: body } : { short_message: Buffer.alloc(0), message_payload: body }),
+    };
+  }
+
+  #submit(session: smpp.Session, params: Record<string, unknown>): Promise<SendResult> {
+    return new Promise<SendResult>((resolve, reject) => {
+      let done = false;
+      const finish = (error: Error | null, result?: SendResult) => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        this.#pending.delete(pending);
+        this.#releaseSlot();
+        if (error) reject(error);
+        else if (result) resolve(result);
+      };
+      const pending: Pending = { fail: (error) => finish(error) };
+      const pdu = new smpp.PDU('submit_sm', params);
+      const timer = setTimeout(() => {
+        // Forget the response callback the package keeps per sequence number.
+        delete session._callbacks?.[pdu.sequence_number];
+        finish(new TransientSendError(`no submit_sm_resp from ${this.target} within ${this.#responseTimeoutMs} ms`));
+      }, this.#responseTimeoutMs);
+      this.#pending.add(pending);
+      this.#cork(session);
+      const written = session.send(pdu, (resp) => {
+        if (resp.command_status === STATUS.ok) {
+          const id = typeof resp.message_id === 'string' && resp.message_id !== '' ? resp.message_id : null;
+          finish(null, { status: 'sent', providerId: id });
+          return;
+        }
+        if (resp.command_status === STATUS.invalidBindStatus && this.#session === session) {
+          // The SMSC no longer sees us as bound: start over.
+          this.#lastError = 'SMSC answered ESME_RINVBNDSTS';
+          session.destroy();
+        }
+        finish(submitError(resp.command_status));
+      });
+      if (!written) finish(new TransientSendError(`SMPP connection to ${this.target} is not writable`));
+    });
+  }
+
+  /** Batches the PDUs written in one turn of the event loop into few socket writes. */
+  #cork(session: smpp.Session): void {
+    if (this.#corked) return;
+    this.#corked = true;
+    session.socket.cork();
+    setImmediate(() => {
+      this.#corked = false;
+      session.socket.uncork();
+    });
+  }
+
+  #releaseSlot(): void {
+    this.#slotWaiters.shift()?.();
+    if (this.#pending.size === 0) for (const idle of this.#idleWaiters.splice(0)) idle();
+  }
+
+  /** `budgetMs`: the whole wait the caller allowed, for the message. */
+  #waitForBind(timeoutMs: number, budgetMs: number): Promise<void> {
+    if (this.#bound) return Promise.resolve();
+    if (this.#bindRefused !== null) return Promise.reject(new TransientSendError(this.#bindRefused));
+    if (this.#closed) return Promise.reject(new TransientSendError('SMPP transport is closed'));
+    return new Promise<void>((resolve, reject) => {
+      const waiter: Waiter = {
+        resolve,
+        reject,
+        timer: setTimeout(
+          () => {
+            this.#bindWaiters.delete(waiter);
+            const last = this.#lastError ? ` (last error: ${this.#lastError})` : '';
+            reject(new TransientSendError(`not bound to SMSC ${this.target} after ${budgetMs} ms${last}`));
+          },
+          Math.max(0, timeoutMs),
+        ),
+      };
+      this.#bindWaiters.add(waiter);
+    });
+  }
+
+  #settleBindWaiters(error: Error | null): void {
+    for (const waiter of this.#bindWaiters) {
+      clearTimeout(waiter.timer);
+      if (error) waiter.reject(error);
+      else waiter.resolve();
+    }
+    this.#bindWaiters.clear();
+  }
+
+  #connect(): void {
+    this.#reconnectTimer = null;
+    if (this.#closed) return;
+    const { host, port, tls } = this.#server;
+    const session = smpp.connect({ ...(tls ? this.#tlsOptions : {}), host, port, tls });
+    this.#session = session;
+    const connectTimer = setTimeout(() => {
+      this.#lastError = `no connection within ${this.#connectTimeoutMs} ms`;
+      session.destroy();
+    }, this.#connectTimeoutMs);
+    session.once(tls ? 'secureConnect' : 'connect', () => {
+      clearTimeout(connectTimer);
+      session.socket.setNoDelay(true);
+      this.#bind(session);
+    });
+    session.on('error', (error: Error) => {
+      // Also a malformed PDU, after which the package stops reading: start over either way.
+      this.#lastError = error.message;
+      this.#log?.warn({ smsc: this.target, err: error.message }, 'SMPP connection error');
+      session.destroy();
+    });
+    session.on('close', () => {
+      clearTimeout(connectTimer);
+      this.#onClose(session);
+    });
+    session.on('pdu', (pdu: smpp.PDU) => this.#onPdu(session, pdu));
+  }
+
+  #bind(session: smpp.Session): void {
+    const timer = setTimeout(() => {
+      this.#lastError = `no bind_transceiver_resp within ${this.#responseTimeoutMs} ms`;
+      session.destroy();
+    }, this.#responseTimeoutMs);
+    session.bind_transceiver(
+      {
+        system_id: this.#server.systemId,
+        password: this.#server.password,
+        system_type: this.#systemType,
+        interface_version: 0x34,
+      },
+      (resp) => {
+        clearTimeout(timer);
+        if (this.#session !== session) return;
+        if (resp.command_status !== STATUS.ok) {
+          const reason = `SMSC ${this.target} refused bind_transceiver for system_id "${this.#server.systemId}": ${describeStatus(resp.command_status)}`;
+          this.#lastError = reason;
+          this.#bindRefused = reason;
+          this.#log?.error({ smsc: this.target, commandStatus: resp.command_status }, reason);
+          this.#settleBindWaiters(new TransientSendError(reason));
+          session.destroy();
+          return;
+        }
+        this.#bound = true;
+        this.#bindRefused = null;
+        this.#lastError = null;
+        this.#failedAttempts = 0;
+        this.#log?.info({ smsc: this.target }, 'SMPP bound as transceiver');
+        this.#startEnquireLink(session);
+        this.#settleBindWaiters(null);
+        // Sends queued for a slot while the link was down look again.
+        for (const wake of this.#slotWaiters.splice(0)) wake();
+      },
+    );
+  }
+
+  #startEnquireLink(session: smpp.Session): void {
+    this.#enquireTimer = setInterval(() => {
+      if (this.#session !== session || !this.#bound) return;
+      const timer = setTimeout(() => {
+        if (this.#session !== session) return;
+        this.#lastError = `no enquire_link_resp within ${this.#responseTimeoutMs} ms`;
+        this.#log?.warn({ smsc: this.target }, 'SMPP link dead (enquire_link unanswered); reconnecting');
+        session.destroy();
+      }, this.#responseTimeoutMs);
+      const written = session.enquire_link({}, () => clearTimeout(timer));
+      if (!written) clearTimeout(timer);
+    }, this.#enquireLinkMs);
+  }
+
+  #onClose(session: smpp.Session): void {
+    if (this.#session !== session) return;
+    this.#session = null;
+    const wasBound = this.#bound;
+    this.#bound = false;
+    if (this.#enquireTimer) clearInterval(this.#enquireTimer);
+    this.#enquireTimer = null;
+    const lost = new TransientSendError(
+      `SMPP connection to ${this.target} closed before submit_sm_resp (the SMSC may have accepted the message)`,
+    );
+    for (const pending of [...this.#pending]) pending.fail(lost);
+    if (this.#closed) return;
+    if (!wasBound && this.#bindRefused === null) this.#lastError ??= 'connection closed before the bind completed';
+    const delay = Math.min(this.#reconnectMaxMs, this.#reconnectMinMs * 2 ** this.#failedAttempts);
+    this.#failedAttempts = Math.min(this.#failedAttempts + 1, 30);
+    this.#log?.warn(
+      { smsc: this.target, wasBound, reconnectInMs: delay, lastError: this.#lastError },
+      wasBound ? 'SMPP connection lost; reconnecting' : 'SMPP connection failed; retrying',
+    );
+    this.#reconnectTimer = setTimeout(() => this.#connect(), delay);
+  }
+
+  #onPdu(session: smpp.Session, pdu: smpp.PDU): void {
+    if (pdu.isResponse()) return; // matched to its request by the package
+    try {
+      switch (pdu.command) {
+        case 'deliver_sm':
+          this.#onDeliverSm(session, pdu);
+          return;
+        case 'enquire_link':
+          session.send(pdu.response());
+          return;
+        case 'unbind':
+          // The SMSC is closing the bind: answer, let the connection close, and bind again.
+          this.#bound = false;
+          this.#lastError = 'the SMSC sent unbind';
+          session.send(pdu.response());
+          session.close();
+          return;
+        case 'alert_notification':
+        case 'outbind':
+          return; // no response is defined
+        default:
+          session.send(pdu.response({ command_status: STATUS.invalidCommand }));
+      }
+    } catch (error) {
+      this.#log?.error({ smsc: this.target, command: pdu.command, err: (error as Error).message }, 'SMPP request not handled');
+    }
+  }
+
+  #onDeliverSm(session: smpp.Session, pdu: smpp.PDU): void {
+    const receipt = parseDeliveryReceipt(pdu);
+    if (receipt === null) {
+      this.#log?.debug({ smsc: this.target }, 'SMPP deliver_sm that is not a receipt (mobile-originated SMS) ignored');
+      session.send(pdu.response());
+      return;
+    }
+    if (!receipt.final) {
+      session.send(pdu.response());
+      return;
+    }
+    const { final: _final, ...delivery } = receipt;
+    const results: unknown[] = [];
+    let failed = false;
+    for (const listener of this.#listeners) {
+      try {
+        results.push(listener(delivery));
+      } catch (error) {
+        failed = true;
+        this.#log?.error({ smsc: this.target, providerId: delivery.providerId, err: (error as Error).message }, 'receipt listener failed');
+      }
+    }
+    const thenables = results.filter((r): r is PromiseLike<unknown> => typeof (r as PromiseLike<unknown>)?.then === 'function');
+    const answer = (ok: boolean) => {
+      this.#cork(session);
+      session.send(pdu.response(ok ? {} : { command_status: STATUS.temporaryAppError }));
+    };
+    if (thenables.length === 0) {
+      answer(!failed);
+      return;
+    }
+    void Promise.allSettled(thenables).then((settled) => {
+      const rejected = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+      if (rejected) {
+        this.#log?.error(
+          { smsc: this.target, providerId: delivery.providerId, err: String((rejected.reason as Error)?.message ?? rejected.reason) },
+          'receipt listener failed; the SMSC will send the receipt again',
+        );
+      }
+      answer(!failed && !rejected);
+    });
+  }
+
+  async #shutdown(): Promise<void> {
+    this.#closed = true;
+    if (this.#reconnectTimer) clearTimeout(this.#reconnectTimer);
+    this.#reconnectTimer = null;
+    this.#settleBindWaiters(new TransientSendError('SMPP transport is closed'));
+    for (const wake of this.#slotWaiters.splice(0)) wake();
+    const session = this.#session;
+    if (session === null) return;
+    const closed = new Promise<void>((resolve) => session.once('close', () => resolve()));
+    if (this.#bound) {
+      // Let submits on the wire get their answers, then unbind politely.
+      if (this.#pending.size > 0) {
+        await raceTimeout(new Promise<void>((resolve) => this.#idleWaiters.push(resolve)), this.#responseTimeoutMs);
+      }
+      await raceTimeout(
+        new Promise<void>((resolve) => {
+          if (!session.unbind({}, () => resolve())) resolve();
+        }),
+        Math.min(this.#responseTimeoutMs, 2_000),
+      );
+      session.close();
+      await raceTimeout(closed, 1_000);
+    }
+    session.destroy();
+    await closed;
+    if (this.#enquireTimer) clearInterval(this.#enquireTimer);
+    this.#enquireTimer = null;
+    this.#log?.info({ smsc: this.target }, 'SMPP transport closed');
+  }
+}
+
+function positive(name: string, value: number | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isFinite(value) || value <= 0) throw new Error(`SmppTransport ${name} must be a positive number (got ${value})`);
+  return value;
+}
+
+/** Resolves when `promise` does or after `ms`, whichever is first. */
+function raceTimeout(promise: Promise<void>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([promise, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]).finally(() => clearTimeout(timer));
+}

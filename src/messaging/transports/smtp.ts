@@ -1,0 +1,182 @@
+import nodemailer, { type SendMailOptions, type SMTPPoolSentMessageInfo, type Transporter } from 'nodemailer';
+import { type EmailTransport, type OutboundEmail, PermanentSendError, type SendResult, TransientSendError } from './transport.js';
+
+/** SMTP_URL parsed: `smtp://[user[:pass]@]host[:port]` (STARTTLS when offered) or `smtps://…` (implicit TLS). */
+export interface SmtpUrl {
+  /** true for `smtps://`: TLS from the first byte (usually port 465). */
+  secure: boolean;
+  host: string;
+  port: number;
+  /** URL-decoded; null when the URL has none (no AUTH is attempted). */
+  user: string | null;
+  pass: string | null;
+}
+
+export interface SmtpTransportOptions {
+  /** The From header and envelope sender; default `Lipa <no-reply@lipa.local>`. */
+  from?: string;
+  /** Verify the server's TLS certificate (STARTTLS and smtps); default true. */
+  rejectUnauthorized?: boolean;
+  /** Pooled connections kept open to the server; default 5. */
+  poolSize?: number;
+  /** Connection, greeting and socket-inactivity timeout in ms; default 30 000. */
+  timeoutMs?: number;
+}
+
+const DEFAULT_FROM = 'Lipa <no-reply@lipa.local>';
+
+/**
+ * Parses SMTP_URL. Errors never repeat the URL itself, since it may hold a password.
+ */
+export function parseSmtpUrl(value: string): SmtpUrl {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new Error('SMTP_URL must be a URL such as smtp://user:pass@smtp.example.com:587 (could not parse it)');
+  }
+  if (url.protocol !== 'smtp:' && url.protocol !== 'smtps:') {
+    throw new Error(`SMTP_URL must start with smtp:// (STARTTLS when offered) or smtps:// (implicit TLS), not ${url.protocol}//`);
+  }
+  const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+  if (host === '') throw new Error('SMTP_URL must name a host, e.g. smtp://smtp.example.com:587');
+  if ((url.pathname !== '' && url.pathname !== '/') || url.search !== '' || url.hash !== '') {
+    throw new Error('SMTP_URL must not have a path, query or fragment: only smtp[s]://[user[:pass]@]host[:port]');
+  }
+  const secure = url.protocol === 'smtps:';
+  const port = url.port === '' ? (secure ? 465 : 587) : Number(url.port);
+  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error('SMTP_URL has an invalid port');
+  let user: string | null;
+  let pass: string | null;
+  try {
+    user = url.username === '' ? null : decodeURIComponent(url.username);
+    pass = url.password === '' ? null : decodeURIComponent(url.password);
+  } catch {
+    throw new Error('SMTP_URL has a badly percent-encoded user or password');
+  }
+  if (pass !== null && user === null) throw new Error('SMTP_URL has a password but no user');
+  return { secure, host, port, user, pass };
+}
+
+/** The bits of a nodemailer/SMTP error we read; nodemailer sets them as plain properties. */
+interface SmtpErrorLike {
+  code?: unknown;
+  responseCode?: unknown;
+  response?: unknown;
+  message?: unknown;
+}
+
+/** Error codes that say the connection or the server setup is at fault, never the message. */
+const TRANSIENT_CODES = new Set(['ECONNECTION', 'ETIMEDOUT', 'ESOCKET', 'EDNS', 'ETLS', 'EAUTH', 'ENOAUTH', 'EPROTOCOL', 'EREQUIRETLS']);
+
+/** A single plain address: no display name, no list, no whitespace or header-breaking characters. */
+const SINGLE_ADDRESS = /^[^\s<>,;:"()[\]\\@]+@[^\s<>,;:"()[\]\\@]+$/;
+
+/**
+ * Email over SMTP through a pool of nodemailer connections. `send` resolves once the server
+ * accepted the message (250 after DATA): status `sent`, providerId = the Message-ID.
+ */
+export class SmtpTransport implements EmailTransport {
+  readonly name = 'smtp';
+  readonly #mailer: Transporter<SMTPPoolSentMessageInfo>;
+  readonly #from: string;
+  /** Strings that must never appear in an error message (the password and its encodings). */
+  readonly #secrets: string[];
+  readonly #where: string;
+
+  constructor(smtpUrl: string, options: SmtpTransportOptions = {}) {
+    const target = parseSmtpUrl(smtpUrl);
+    const timeoutMs = options.timeoutMs ?? 30_000;
+    const poolSize = options.poolSize ?? 5;
+    if (!Number.isInteger(poolSize) || poolSize < 1) throw new Error('SmtpTransport poolSize must be a whole number >= 1');
+    this.#from = options.from ?? DEFAULT_FROM;
+    this.#where = `${target.secure ? 'smtps' : 'smtp'}://${target.host}:${target.port}`;
+    this.#secrets = secretForms(target.user, target.pass);
+    this.#mailer = nodemailer.createTransport({
+      pool: true,
+      maxConnections: poolSize,
+      host: target.host,
+      port: target.port,
+      secure: target.secure,
+      // smtp://: nodemailer upgrades with STARTTLS whenever the server offers it (and fails
+      // rather than going on in clear if the upgrade fails); it does not demand it.
+      ...(target.user !== null ? { auth: { user: target.user, pass: target.pass ?? '' } } : {}),
+      tls: { rejectUnauthorized: options.rejectUnauthorized ?? true },
+      connectionTimeout: timeoutMs,
+      greetingTimeout: timeoutMs,
+      socketTimeout: timeoutMs,
+      // Never log: a debug transcript would carry the AUTH exchange.
+      logger: false,
+      debug: false,
+    });
+    // A pooled connection failing while idle is not a send failure (the next send reconnects);
+    // an unhandled 'error' event would end the process.
+    this.#mailer.on('error', () => undefined);
+  }
+
+  async send(message: OutboundEmail): Promise<SendResult> {
+    if (!SINGLE_ADDRESS.test(message.to)) {
+      throw new PermanentSendError('email recipient must be a single plain address (name@domain)');
+    }
+    const mail: SendMailOptions = {
+      from: this.#from,
+      to: message.to,
+      subject: message.subject,
+      headers: { 'X-Lipa-Message-Id': message.id },
+      ...(message.contentType === 'html' ? { html: message.content } : { text: message.content }),
+    };
+    let info: SMTPPoolSentMessageInfo;
+    try {
+      info = await this.#mailer.sendMail(mail);
+    } catch (error) {
+      throw this.#classify(error);
+    }
+    // With one recipient a refusal rejects the send; a partial acceptance cannot happen, but
+    // if a server ever answers so, the recipient was refused.
+    if (info.accepted.length === 0 || info.rejected.length > 0) {
+      throw new PermanentSendError(this.#scrub(`SMTP server ${this.#where} refused the recipient: ${info.response}`));
+    }
+    return { status: 'sent', providerId: info.messageId ?? null };
+  }
+
+  async close(): Promise<void> {
+    this.#mailer.close();
+  }
+
+  #classify(error: unknown): Error {
+    const e = (typeof error === 'object' && error !== null ? error : {}) as SmtpErrorLike;
+    const code = typeof e.code === 'string' ? e.code : '';
+    const responseCode = typeof e.responseCode === 'number' ? e.responseCode : 0;
+    const detail = typeof e.message === 'string' ? e.message : String(error);
+    const text = this.#scrub(
+      `SMTP send via ${this.#where} failed${code ? ` (${code}${responseCode ? ` ${responseCode}` : ''})` : ''}: ${detail}`,
+    );
+    // Authentication, TLS and connection trouble is the service's setup or the network, not
+    // this message: worth retrying once fixed, even when the server said 5xx (535 bad login).
+    if (TRANSIENT_CODES.has(code)) return new TransientSendError(text);
+    if (responseCode >= 500) return new PermanentSendError(text);
+    if (responseCode >= 400) return new TransientSendError(text);
+    // Refused before any SMTP exchange for this message (e.g. no valid recipient): retrying won't help.
+    if (code === 'EENVELOPE' || code === 'EMESSAGE') return new PermanentSendError(text);
+    return new TransientSendError(text);
+  }
+
+  #scrub(text: string): string {
+    let out = text;
+    for (const secret of this.#secrets) out = out.split(secret).join('***');
+    return out;
+  }
+}
+
+/** The password as it could show up in a message: raw, URL-encoded, and in AUTH PLAIN/LOGIN base64. */
+function secretForms(user: string | null, pass: string | null): string[] {
+  if (pass === null || pass === '') return [];
+  const forms = [
+    pass,
+    encodeURIComponent(pass),
+    Buffer.from(pass).toString('base64'),
+    Buffer.from(`\u0000${user ?? ''}\u0000${pass}`).toString('base64'),
+  ];
+  // Longest first, so a form containing another is replaced whole.
+  return [...new Set(forms)].filter((s) => s.length >= 3).sort((a, b) => b.length - a.length);
+}

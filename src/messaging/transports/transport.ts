@@ -1,0 +1,60 @@
+/**
+ * How a stored message leaves the service. The messaging worker hands each queued message
+ * to the transport of its type and records the outcome; transports know nothing of the
+ * database.
+ */
+export interface OutboundEmail {
+  /** Lipa's message id (unguessable); use it as a correlation header where possible. */
+  id: string;
+  to: string;
+  subject: string;
+  /** `html` sends text/html; `text` sends text/plain (also for HTML-looking content). */
+  contentType: 'text' | 'html';
+  content: string;
+}
+
+export interface OutboundSms {
+  id: string;
+  /** Country calling code digits, e.g. "254". */
+  countryCode: string;
+  /** National number digits, e.g. "708000001". */
+  number: string;
+  content: string;
+}
+
+export interface SendResult {
+  /**
+   * `delivered`: the transport knows it arrived (the embedded outbox);
+   * `sent`: accepted by the next hop (SMTP server, SMSC); a receipt may follow.
+   */
+  status: 'sent' | 'delivered';
+  /** The next hop's id for the message (SMTP Message-ID, SMPP message_id), for receipts. */
+  providerId: string | null;
+}
+
+/** Worth retrying later: connection refused or dropped, timeouts, 4xx SMTP, throttling. */
+export class TransientSendError extends Error {}
+/** Never worth retrying: the recipient or content was refused for good (5xx SMTP, SMPP rejections). */
+export class PermanentSendError extends Error {}
+
+export interface EmailTransport {
+  readonly name: string;
+  send(message: OutboundEmail): Promise<SendResult>;
+  close(): Promise<void>;
+}
+
+/** A delivery receipt from the SMSC (SMPP deliver_sm with esm_class receipt). */
+export interface DeliveryReceipt {
+  providerId: string;
+  delivered: boolean;
+  /** The receipt's stat (DELIVRD, UNDELIV, EXPIRED, REJECTD, …) and err fields. */
+  detail: string;
+}
+
+export interface SmsTransport {
+  readonly name: string;
+  send(message: OutboundSms): Promise<SendResult>;
+  /** Called for every delivery receipt received (SMPP); never for the embedded outbox. */
+  onReceipt(listener: (receipt: DeliveryReceipt) => void): void;
+  close(): Promise<void>;
+}

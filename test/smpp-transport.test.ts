@@ -1,0 +1,402 @@
+import assert from 'node:assert/strict';
+import { describe, type TestContext, test } from 'node:test';
+import { inspect } from 'node:util';
+import { parseDeliveryReceipt, parseSmppUrl, SmppTransport, type SmppTransportOptions } from '../src/messaging/transports/smpp.js';
+import { type DeliveryReceipt, type OutboundSms, PermanentSendError, TransientSendError } from '../src/messaging/transports/transport.js';
+import { type SmppPeer, type SmppPeerOptions, startSmppPeer } from './helpers/smpp-peer.js';
+
+/** The SMPP 3.4 transport against a real SMPP server (the `smpp` package's) started per test. */
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+let nextId = 1;
+function sms(content: string, number = '708000001', countryCode = '254'): OutboundSms {
+  return { id: `msg_${nextId++}`, countryCode, number, content };
+}
+
+/** A peer and a transport bound to it, both closed when the test ends. */
+async function setup(
+  t: TestContext,
+  peerOptions: SmppPeerOptions = {},
+  transportOptions: Partial<SmppTransportOptions> = {},
+): Promise<{ peer: SmppPeer; transport: SmppTransport }> {
+  const peer = await startSmppPeer(peerOptions);
+  const transport = new SmppTransport({ url: peer.url, reconnectMinMs: 50, reconnectMaxMs: 400, ...transportOptions });
+  t.after(async () => {
+    await transport.close();
+    await peer.close();
+  });
+  return { peer, transport };
+}
+
+function receiptsOf(transport: SmppTransport): DeliveryReceipt[] {
+  const receipts: DeliveryReceipt[] = [];
+  transport.onReceipt((receipt) => receipts.push(receipt));
+  return receipts;
+}
+
+async function until(what: string, probe: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!probe()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(10);
+  }
+}
+
+describe('parseSmppUrl', () => {
+  test('reads system_id, password, host and port; smpps is TLS', () => {
+    assert.deepEqual(parseSmppUrl('smpp://lipa:s3cret@smsc.example.com:2776'), {
+      tls: false,
+      host: 'smsc.example.com',
+      port: 2776,
+      systemId: 'lipa',
+      password: 's3cret',
+    });
+    assert.deepEqual(parseSmppUrl('smpp://lipa:pw@10.0.0.5'), {
+      tls: false,
+      host: '10.0.0.5',
+      port: 2775,
+      systemId: 'lipa',
+      password: 'pw',
+    });
+    assert.equal(parseSmppUrl('smpps://lipa:pw@smsc.example.com').tls, true);
+    assert.equal(parseSmppUrl('smpps://lipa:pw@smsc.example.com').port, 3550);
+    assert.equal(parseSmppUrl('ssmpp://lipa:pw@smsc.example.com:4000').tls, true);
+    assert.equal(parseSmppUrl('smpp://lipa:p%40ss%3Aw@[::1]:2775').password, 'p@ss:w');
+    assert.equal(parseSmppUrl('smpp://lipa:p%40ss%3Aw@[::1]:2775').host, '::1');
+    assert.equal(parseSmppUrl('smpp://lipa@smsc:2775').password, '');
+  });
+
+  test('a bad URL is a clear error that never shows the password', () => {
+    const cases: Array<[string, RegExp]> = [
+      ['not a url hunter2', /is not a URL/],
+      ['http://lipa:hunter2@smsc:2775', /scheme "http:"/],
+      ['smpp://smsc:2775', /no system_id/],
+      ['smpp://lipa:hunter2@smsc:99999', /./],
+      ['smpp://lipa:hunter2@smsc:2775/x?window=5', /path, query or fragment/],
+    ];
+    for (const [url, message] of cases) {
+      assert.throws(
+        () => parseSmppUrl(url),
+        (error: Error) => {
+          assert.match(error.message, message);
+          assert.match(error.message, /smpp:\/\/system_id:password@host:2775/);
+          assert.doesNotMatch(error.message, /hunter2/);
+          return true;
+        },
+        url,
+      );
+    }
+  });
+
+  test('the constructor rejects a bad URL or sender before connecting', () => {
+    assert.throws(() => new SmppTransport({ url: 'smtp://x@y' }), /SMPP_URL/);
+    assert.throws(() => new SmppTransport({ url: 'smpp://x:y@127.0.0.1:1', sourceAddr: 'TwelveChars!' }), /source address/);
+  });
+});
+
+describe('parseDeliveryReceipt', () => {
+  test('reads the receipt text when there are no TLVs', () => {
+    const text = 'id:0A1B2C sub:001 dlvrd:001 submit date:2401011200 done date:2401011201 stat:DELIVRD err:000 text:Hello';
+    assert.deepEqual(parseDeliveryReceipt({ esm_class: 0x04, short_message: { message: text } }), {
+      providerId: '0A1B2C',
+      delivered: true,
+      detail: 'DELIVRD err:000',
+      final: true,
+    });
+    const failed = parseDeliveryReceipt({
+      esm_class: 0x04,
+      short_message: { message: 'id:77 sub:001 dlvrd:000 submit date:2401011200 done date:2401011201 stat:EXPIRED err:027 text:' },
+    });
+    assert.deepEqual(failed, { providerId: '77', delivered: false, detail: 'EXPIRED err:027', final: true });
+  });
+
+  test('prefers the receipted_message_id and message_state TLVs', () => {
+    const receipt = parseDeliveryReceipt({
+      esm_class: 0x04,
+      short_message: { message: '' },
+      receipted_message_id: 'abc',
+      message_state: 5,
+    });
+    assert.deepEqual(receipt, { providerId: 'abc', delivered: false, detail: 'UNDELIV', final: true });
+  });
+
+  test('an intermediate notification is not final; a mobile-originated SMS is no receipt', () => {
+    assert.equal(parseDeliveryReceipt({ esm_class: 0x04, receipted_message_id: 'x', message_state: 1 })?.final, false);
+    assert.equal(parseDeliveryReceipt({ esm_class: 0x00, short_message: { message: 'hello, I want to pay' } }), null);
+  });
+});
+
+describe('SmppTransport', () => {
+  test('submit_sm reaches the SMSC with the destination, sender and GSM text; the message_id is the providerId', async (t) => {
+    const { peer, transport } = await setup(t);
+    const result = await transport.send(sms('Lipa: KES 1,000 received from Amina. Ref {A1}, fee €0 ~ ok', '708000001', '254'));
+    const [submitted] = await peer.waitFor(1);
+    assert.ok(submitted);
+    assert.equal(result.status, 'sent');
+    assert.equal(result.providerId, submitted.messageId);
+    assert.equal(submitted.destination, '254708000001');
+    assert.equal(submitted.destTon, 1);
+    assert.equal(submitted.destNpi, 1);
+    assert.equal(submitted.source, 'LIPA');
+    assert.equal(submitted.sourceTon, 5);
+    assert.equal(submitted.sourceNpi, 0);
+    assert.equal(submitted.registeredDelivery, 1);
+    assert.equal(submitted.dataCoding, 0);
+    assert.equal(submitted.payload, false);
+    assert.equal(submitted.text, 'Lipa: KES 1,000 received from Amina. Ref {A1}, fee €0 ~ ok');
+    assert.equal(peer.binds, 1);
+  });
+
+  test('a text outside GSM 03.38 goes as UCS-2 (data_coding 8)', async (t) => {
+    const { peer, transport } = await setup(t);
+    await transport.send(sms('Habari 😀'));
+    await transport.send(sms('Ça coûte 5 €'));
+    const [emoji, french] = await peer.waitFor(2);
+    assert.equal(emoji?.dataCoding, 8);
+    assert.equal(emoji?.text, 'Habari 😀');
+    assert.equal(french?.dataCoding, 8);
+    assert.equal(french?.text, 'Ça coûte 5 €');
+  });
+
+  test('a text longer than one SMS goes whole in message_payload', async (t) => {
+    const { peer, transport } = await setup(t);
+    const longGsm = 'Lipa receipt. '.repeat(30).trim();
+    const longUcs2 = 'Asante sana 😀 '.repeat(10).trim();
+    await transport.send(sms(longGsm));
+    await transport.send(sms(longUcs2));
+    const [gsm, ucs2] = await peer.waitFor(2);
+    assert.equal(gsm?.payload, true);
+    assert.equal(gsm?.dataCoding, 0);
+    assert.equal(gsm?.text, longGsm);
+    assert.equal(ucs2?.payload, true);
+    assert.equal(ucs2?.dataCoding, 8);
+    assert.equal(ucs2?.text, longUcs2);
+  });
+
+  test('a custom numeric sender goes as an international number', async (t) => {
+    const { peer, transport } = await setup(t, {}, { sourceAddr: '+254700000000' });
+    await transport.send(sms('hi'));
+    const [submitted] = await peer.waitFor(1);
+    assert.equal(submitted?.source, '254700000000');
+    assert.equal(submitted?.sourceTon, 1);
+    assert.equal(submitted?.sourceNpi, 1);
+  });
+
+  test('delivery receipts reach onReceipt: DELIVRD is delivered, UNDELIV is not, and each is acknowledged', async (t) => {
+    const { peer, transport } = await setup(t, { receipts: true, receiptDelayMs: 20, undeliverable: ['254708000999'] });
+    const receipts = receiptsOf(transport);
+    const ok = await transport.send(sms('one', '708000001'));
+    const bad = await transport.send(sms('two', '708000999'));
+    await until('two receipts', () => receipts.length === 2);
+    const byId = new Map(receipts.map((r) => [r.providerId, r]));
+    assert.equal(byId.get(ok.providerId ?? '')?.delivered, true);
+    assert.match(byId.get(ok.providerId ?? '')?.detail ?? '', /^DELIVRD err:000$/);
+    assert.equal(byId.get(bad.providerId ?? '')?.delivered, false);
+    assert.match(byId.get(bad.providerId ?? '')?.detail ?? '', /^UNDELIV err:001$/);
+    await until('deliver_sm_resp', () => peer.receiptAnswers.length === 2);
+    assert.deepEqual(peer.receiptAnswers, [0, 0]);
+  });
+
+  test('receipts carrying only the text (no TLVs) are read too', async (t) => {
+    const { transport } = await setup(t, { receipts: true, receiptTlvs: false, undeliverable: ['254708000999'] });
+    const receipts = receiptsOf(transport);
+    const ok = await transport.send(sms('one', '708000001'));
+    const bad = await transport.send(sms('two', '708000999'));
+    await until('two receipts', () => receipts.length === 2);
+    assert.deepEqual(
+      receipts.map((r) => [r.providerId, r.delivered]).sort(),
+      [
+        [ok.providerId, true],
+        [bad.providerId, false],
+      ].sort(),
+    );
+  });
+
+  test('the receipt is acknowledged after an async listener; a failing one asks the SMSC to send it again', async (t) => {
+    const { peer, transport } = await setup(t, { receipts: true });
+    let fail = true;
+    transport.onReceipt(async () => {
+      await sleep(30);
+      if (fail) throw new Error('database unavailable');
+    });
+    await transport.send(sms('first'));
+    await until('first answer', () => peer.receiptAnswers.length === 1);
+    assert.equal(peer.receiptAnswers[0], 0x64); // ESME_RX_T_APPN: temporary, resend later
+    fail = false;
+    await transport.send(sms('second'));
+    await until('second answer', () => peer.receiptAnswers.length === 2);
+    assert.equal(peer.receiptAnswers[1], 0);
+  });
+
+  test('enquire_link keeps the bind alive', async (t) => {
+    const { peer, transport } = await setup(t, {}, { enquireLinkMs: 50 });
+    await transport.send(sms('hello'));
+    await peer.until('3 enquire_link', () => peer.enquireLinks >= 3);
+    await transport.send(sms('still there'));
+    assert.equal(peer.binds, 1);
+    assert.equal(peer.connections(), 1);
+    assert.equal(transport.bound, true);
+  });
+
+  test('an unanswered enquire_link (dead link) makes the transport reconnect and bind again', async (t) => {
+    const { peer, transport } = await setup(t, {}, { enquireLinkMs: 50, responseTimeoutMs: 200 });
+    await transport.ready();
+    peer.answerEnquireLink = false;
+    await peer.until('a second bind', () => peer.binds >= 2 && transport.bound);
+    peer.answerEnquireLink = true;
+    const result = await transport.send(sms('after the dead link'));
+    assert.ok(result.providerId);
+  });
+
+  test('a dropped connection is re-established and sends queued during the outage go out', async (t) => {
+    const { peer, transport } = await setup(t, { receipts: true });
+    const receipts = receiptsOf(transport);
+    await transport.send(sms('before'));
+    peer.dropConnections();
+    await until('the transport to notice', () => !transport.bound);
+    const queued = Promise.all([transport.send(sms('during 1')), transport.send(sms('during 2')), transport.send(sms('during 3'))]);
+    const results = await queued;
+    assert.equal(results.length, 3);
+    assert.equal(peer.binds, 2);
+    const texts = (await peer.waitFor(4)).map((s) => s.text);
+    assert.deepEqual(texts.slice(1).sort(), ['during 1', 'during 2', 'during 3']);
+    // Receipts for messages sent on the new bind arrive on it.
+    await until('receipts', () => results.every((r) => receipts.some((x) => x.providerId === r.providerId)));
+  });
+
+  test('an unbind from the SMSC is answered and the transport binds again', async (t) => {
+    const { peer, transport } = await setup(t);
+    await transport.send(sms('before'));
+    peer.unbindAll();
+    await peer.until('a second bind', () => peer.binds === 2 && transport.bound);
+    assert.ok((await transport.send(sms('after'))).providerId);
+  });
+
+  test('an SMSC that is down for a while: sends wait for it, then go out on the same port', async (t) => {
+    const { peer, transport } = await setup(t, {}, { bindWaitMs: 5_000 });
+    await transport.send(sms('before'));
+    await peer.stop();
+    await until('the transport to notice', () => !transport.bound);
+    const queued = Promise.all([transport.send(sms('while down 1')), transport.send(sms('while down 2'))]);
+    await sleep(600);
+    assert.equal(peer.submitted.length, 1);
+    await peer.start();
+    const results = await queued;
+    assert.ok(results.every((r) => r.status === 'sent' && r.providerId));
+    assert.deepEqual((await peer.waitFor(3)).map((s) => s.text).sort(), ['before', 'while down 1', 'while down 2']);
+  });
+
+  test('no SMSC at all: send gives up after bindWaitMs with a TransientSendError', async (t) => {
+    const peer = await startSmppPeer();
+    await peer.close(); // nothing listens on this port any more
+    const transport = new SmppTransport({ url: peer.url, bindWaitMs: 300, reconnectMinMs: 50 });
+    t.after(() => transport.close());
+    const started = Date.now();
+    await assert.rejects(transport.send(sms('nobody home')), (error: Error) => {
+      assert.ok(error instanceof TransientSendError);
+      assert.match(error.message, /not bound to SMSC smpp:\/\/lipa@127\.0\.0\.1:\d+ after 300 ms \(last error: .*ECONNREFUSED/);
+      return true;
+    });
+    assert.ok(Date.now() - started < 2_000);
+  });
+
+  test('a rejected destination is a PermanentSendError; throttling is a TransientSendError', async (t) => {
+    const { transport } = await setup(t, { rejectDestinations: ['254708000666'], throttleDestinations: ['254708000777'] });
+    await assert.rejects(transport.send(sms('x', '708000666')), (error: Error) => {
+      assert.ok(error instanceof PermanentSendError);
+      assert.match(error.message, /ESME_RINVDSTADR \(0x0B, invalid destination address\)/);
+      return true;
+    });
+    await assert.rejects(transport.send(sms('x', '708000777')), (error: Error) => {
+      assert.ok(error instanceof TransientSendError);
+      assert.match(error.message, /ESME_RTHROTTLED \(0x58, throttled\)/);
+      return true;
+    });
+    await assert.rejects(transport.send(sms('x', '70800a')), PermanentSendError);
+    // The bind is unaffected.
+    assert.ok((await transport.send(sms('fine'))).providerId);
+  });
+
+  test('a wrong password: the bind is refused and send fails at once with a clear TransientSendError', async (t) => {
+    const peer = await startSmppPeer({ password: 'right-pw' });
+    const url = peer.url.replace('right-pw', 'wrong-pw');
+    const logged: string[] = [];
+    const log = (obj: object, msg: string) => logged.push(`${msg} ${JSON.stringify(obj)}`);
+    const transport = new SmppTransport({ url, reconnectMinMs: 50, logger: { debug: log, info: log, warn: log, error: log } });
+    t.after(async () => {
+      await transport.close();
+      await peer.close();
+    });
+    const started = Date.now();
+    await assert.rejects(transport.send(sms('x')), (error: Error) => {
+      assert.ok(error instanceof TransientSendError);
+      assert.match(error.message, /refused bind_transceiver for system_id "lipa": ESME_RINVPASWD \(0x0E, invalid password\)/);
+      assert.doesNotMatch(error.message, /wrong-pw|right-pw/);
+      return true;
+    });
+    assert.ok(Date.now() - started < 2_000, 'a refused bind does not wait for bindWaitMs');
+    await assert.rejects(transport.send(sms('y')), TransientSendError);
+    assert.ok(peer.bindFailures >= 1);
+    assert.equal(peer.submitted.length, 0);
+    assert.ok(logged.length > 0);
+    for (const line of logged) assert.doesNotMatch(line, /wrong-pw/);
+    assert.doesNotMatch(inspect(transport, { depth: 6 }), /wrong-pw/);
+  });
+
+  test('close() unbinds, stops reconnecting, and later sends fail', async (t) => {
+    const { peer, transport } = await setup(t);
+    await transport.send(sms('last'));
+    await transport.close();
+    assert.equal(peer.unbinds, 1);
+    await sleep(200);
+    assert.equal(peer.binds, 1);
+    assert.equal(peer.connections(), 0);
+    await assert.rejects(transport.send(sms('too late')), /closed/);
+  });
+
+  test('submits are pipelined on one bind and the window is respected', async (t) => {
+    const { peer, transport } = await setup(t, { submitDelayMs: 100 }, { windowSize: 20 });
+    const results = await Promise.all(Array.from({ length: 60 }, (_, i) => transport.send(sms(`pipelined ${i}`))));
+    assert.equal(new Set(results.map((r) => r.providerId)).size, 60);
+    assert.equal(peer.maxOutstanding, 20, 'exactly windowSize submit_sm awaited their answer at once');
+    assert.equal(peer.binds, 1);
+  });
+
+  test('an unanswered submit_sm times out as a TransientSendError', async (t) => {
+    const { transport } = await setup(t, { submitDelayMs: 1_000 }, { responseTimeoutMs: 200 });
+    await assert.rejects(transport.send(sms('slow')), (error: Error) => {
+      assert.ok(error instanceof TransientSendError);
+      assert.match(error.message, /no submit_sm_resp .* within 200 ms/);
+      return true;
+    });
+  });
+
+  test('smpps:// binds over TLS', async (t) => {
+    const peer = await startSmppPeer({ tls: true });
+    const transport = new SmppTransport({ url: peer.url, tlsOptions: { ca: peer.certificate ?? '' } });
+    t.after(async () => {
+      await transport.close();
+      await peer.close();
+    });
+    assert.match(peer.url, /^smpps:/);
+    await transport.send(sms('over TLS'));
+    assert.equal((await peer.waitFor(1))[0]?.text, 'over TLS');
+  });
+
+  test('2,000 pipelined sends complete', async (t) => {
+    const { peer, transport } = await setup(t);
+    await transport.ready();
+    const count = 2_000;
+    const started = performance.now();
+    const results = await Promise.all(
+      Array.from({ length: count }, (_, i) => transport.send(sms(`Lipa bench message ${i}`, String(708000000 + i)))),
+    );
+    const seconds = (performance.now() - started) / 1000;
+    t.diagnostic(`${count} submit_sm in ${(seconds * 1000).toFixed(0)} ms: ${Math.round(count / seconds)} SMS/s`);
+    console.log(`smpp: ${count} pipelined submit_sm in ${(seconds * 1000).toFixed(0)} ms = ${Math.round(count / seconds)} SMS/s`);
+    assert.equal(new Set(results.map((r) => r.providerId)).size, count);
+    assert.equal(peer.submitted.length, count);
+    assert.equal(peer.binds, 1);
+  });
+});
