@@ -154,24 +154,7 @@ async function main(): Promise<void> {
     databaseUrl = pg.url;
     pgStop = pg.stop;
   }
-  const port = await freePort();
-  // BENCH_PROFILE=dir writes a V8 CPU profile of the service (open it in Chrome DevTools).
-  const profile = process.env.BENCH_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : [];
-  const lipa = spawn(process.execPath, [...profile, 'dist/src/main.js'], {
-    env: {
-      ...process.env,
-      PORT: String(port),
-      MOCK_PORT: '0',
-      DATABASE_URL: databaseUrl,
-      ADMIN_TOKEN,
-      LOG_LEVEL: 'warn',
-      RATE_LIMIT_KEY_PER_SEC: '1000000',
-      PAYMENT_TTL_SECONDS: '3600',
-    },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  });
-  const url = `http://127.0.0.1:${port}`;
-  await waitForHealth(url);
+  const { child: lipa, url } = await startService(databaseUrl, {});
   try {
     const setup = await merchantSetup(url);
     const pid = lipa.pid as number;
@@ -215,13 +198,106 @@ async function main(): Promise<void> {
           ],
         }),
       );
+    // (d) SMS through the embedded outbox (stored = delivered).
+    const messagingKey = await messagingKeyOf(url);
+    if (wanted('d')) rows.push(await load('(d) SMS, embedded outbox: accepted', pid, smsRequest(url, messagingKey)));
   } finally {
     lipa.kill('SIGTERM');
     await new Promise((r) => lipa.once('exit', r));
-    if (pgStop) await pgStop();
-    rmSync(dir, { recursive: true, force: true });
   }
+
+  // (e) SMS into a local SMPP peer with delivery receipts: accepted, submitted, end to end.
+  if (wanted('e') && !POSTGRES) rows.push(...(await smsThroughSmpp(join(dir, 'smpp.sqlite'))));
+  if (pgStop) await pgStop();
+  rmSync(dir, { recursive: true, force: true });
   print(rows);
+  for (const note of notes) console.log(note);
+}
+
+const notes: string[] = [];
+
+async function startService(databaseUrl: string, env: Record<string, string>): Promise<{ child: ChildProcess; url: string }> {
+  const port = await freePort();
+  // BENCH_PROFILE=dir writes a V8 CPU profile of the service (open it in Chrome DevTools).
+  const profile = process.env.BENCH_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_PROFILE}`] : [];
+  const child = spawn(process.execPath, [...profile, 'dist/src/main.js'], {
+    env: {
+      ...process.env,
+      PORT: String(port),
+      MOCK_PORT: '0',
+      DATABASE_URL: databaseUrl,
+      ADMIN_TOKEN,
+      LOG_LEVEL: 'warn',
+      RATE_LIMIT_KEY_PER_SEC: '1000000',
+      PAYMENT_TTL_SECONDS: '3600',
+      ...env,
+    },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  const url = `http://127.0.0.1:${port}`;
+  await waitForHealth(url);
+  return { child, url };
+}
+
+async function messagingKeyOf(url: string): Promise<string> {
+  const login = `sms-${randomBytes(4).toString('hex')}@shop.example`;
+  await json(`${url}/api/v1/admin/merchants`, 'POST', { login, password: 'benchmark password', name: 'Bench SMS' }, ADMIN_TOKEN);
+  await json(`${url}/api/v1/authorization`, 'POST', { login, password: 'benchmark password' });
+  const { token } = (await json(`${url}/api/v1/authorization/confirm`, 'POST', { login, otp: '534789' })) as { token: string };
+  const { apiKey } = (await json(`${url}/api/v1/messaging-keys`, 'POST', {}, token)) as { apiKey: string };
+  return apiKey;
+}
+
+function smsRequest(url: string, apiKey: string): autocannon.Options {
+  return {
+    url: `${url}/api/messages`,
+    method: 'POST',
+    headers: { 'content-type': 'application/json', api_key: apiKey },
+    body: JSON.stringify({
+      message: { type: 'sms', phone: { country_code: '254', number: '712345678' }, content: 'Your Lipa order 42 is ready for collection.' },
+    }),
+  };
+}
+
+async function smsThroughSmpp(file: string): Promise<Row[]> {
+  const { startSmppPeer } = await import('../test/helpers/smpp-peer.js');
+  const peer = await startSmppPeer({ receipts: true });
+  const { child, url } = await startService(`file:${file}`, { SMPP_URL: peer.url });
+  const pid = child.pid as number;
+  try {
+    const apiKey = await messagingKeyOf(url);
+    const before = peer.submitted.length;
+    const started = Date.now();
+    const row = await load('(e) SMS via SMPP peer + receipts: accepted', pid, smsRequest(url, apiKey));
+    const loadSeconds = (Date.now() - started) / 1000;
+    const accepted = Math.round(row.rps * SECONDS);
+    const submittedDuringLoad = peer.submitted.length - before;
+    const Database = (await import('better-sqlite3')).default;
+    const db = new Database(file, { readonly: true });
+    const count = (status: string) =>
+      (db.prepare('select count(*) as n from messages where status = ? and purpose = ?').get(status, 'api') as { n: number }).n;
+    const queuedAtStop = count('queued');
+    const drainStart = Date.now();
+    while (count('queued') > 0 && Date.now() - drainStart < 60_000) await new Promise((r) => setTimeout(r, 100));
+    while (count('sent') > 0 && Date.now() - drainStart < 60_000) await new Promise((r) => setTimeout(r, 100));
+    const drainSeconds = (Date.now() - drainStart) / 1000;
+    const total = (db.prepare("select count(*) as n from messages where purpose = 'api'").get() as { n: number }).n;
+    const delivered = count('delivered');
+    const submitted = peer.submitted.length - before;
+    db.close();
+    const endToEnd = submitted / (loadSeconds + drainSeconds);
+    notes.push(
+      `(e) SMPP: ${total} stored, ${submittedDuringLoad} submit_sm reached the peer during the ${loadSeconds.toFixed(1)} s load ` +
+        `(${(submittedDuringLoad / loadSeconds).toFixed(0)}/s), ${queuedAtStop} still queued when it stopped, drained in ${drainSeconds.toFixed(1)} s; ` +
+        `${submitted} submitted in all, ${delivered} delivered by receipt; end to end ${endToEnd.toFixed(0)} messages/s (stored → submitted, load + drain).`,
+    );
+    if (accepted > total) notes.push(`(e) WARNING: ${accepted} accepted but only ${total} stored`);
+    return [row, { ...row, scenario: '(e) … end to end, stored → submit_sm', rps: endToEnd }];
+  } finally {
+    child.kill('SIGTERM');
+    await new Promise((r) => child.once('exit', r));
+    await peer.close();
+  }
 }
 
 async function freePort(): Promise<number> {

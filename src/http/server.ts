@@ -33,6 +33,7 @@ export function createServer(logger: FastifyBaseLogger): App {
   const app = Fastify({
     loggerInstance: logger,
     bodyLimit: BODY_LIMIT,
+    maxParamLength: 200,
     requestTimeout: 30_000,
     connectionTimeout: 60_000,
     keepAliveTimeout: 72_000,

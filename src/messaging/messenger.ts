@@ -42,6 +42,7 @@ export type NewMessage = Omit<
  */
 export class Messenger implements Notifier {
   private inFlight = 0;
+  private readonly running = new Set<Promise<MessageStatus>>();
   private readonly earlyReceipts = new Map<string, { receipt: DeliveryReceipt; at: number }>();
 
   constructor(
@@ -110,9 +111,12 @@ export class Messenger implements Notifier {
   /** Sends a message this process holds the lease of; resolves with its status after the attempt. */
   async sendClaimed(message: MessageTable): Promise<MessageStatus> {
     this.inFlight++;
+    const attempt = this.attempt(message);
+    this.running.add(attempt);
     try {
-      return await this.attempt(message);
+      return await attempt;
     } finally {
+      this.running.delete(attempt);
       this.inFlight--;
     }
   }
@@ -147,7 +151,11 @@ export class Messenger implements Notifier {
         .returningAll()
         .execute();
     });
-    for (const message of claimed) void this.sendClaimed(message);
+    for (const message of claimed) {
+      void this.sendClaimed(message).catch((err: unknown) =>
+        this.log.error({ err, messageId: message.id }, 'message attempt not recorded'),
+      );
+    }
     return claimed.length;
   }
 
@@ -177,7 +185,7 @@ export class Messenger implements Notifier {
       hotQuery(
         tx,
         'messages.record-attempt',
-        [status, result?.providerId ?? null, attempts, Math.round(next), error?.message ?? null, content, now, message.id],
+        [status, result?.providerId ?? null, attempts, Math.round(next), 0, error?.message ?? null, content, now, message.id],
         () =>
           tx
             .updateTable('messages')
@@ -240,7 +248,7 @@ export class Messenger implements Notifier {
     const now = this.now();
     const status: MessageStatus = receipt.delivered ? 'delivered' : 'failed';
     const updated = await this.store.write((tx) =>
-      hotQuery(tx, 'messages.receipt', [status, receipt.delivered ? null : receipt.detail, now, receipt.providerId], () =>
+      hotQuery(tx, 'messages.receipt', [status, receipt.delivered ? null : receipt.detail, now, receipt.providerId, 'sent', 'queued'], () =>
         tx
           .updateTable('messages')
           .set({ status, last_error: receipt.delivered ? null : receipt.detail, updated_at: now })
@@ -255,7 +263,9 @@ export class Messenger implements Notifier {
     }
   }
 
+  /** Waits for the attempts in progress to be recorded, then closes the transports. */
   async close(): Promise<void> {
+    await Promise.allSettled([...this.running]);
     await Promise.all([this.transports.email?.close(), this.transports.sms?.close()]);
   }
 }

@@ -6,6 +6,19 @@ import type { MessageTable } from '../db/schema.js';
  * CONTRACT §8). They are not uniform, on purpose: objects with status/message/error_code,
  * an object with reason, and a bare JSON string. This file is the only place they are made.
  */
+const EMAIL_MESSAGES: Record<string, string> = {
+  queued: 'Email accepted and queued for delivery',
+  sent: 'Email sent successfully',
+  delivered: 'Email sent successfully',
+  failed: 'Email accepted, but the mail server refused it; see GET /api/messages/{id}',
+};
+const SMS_MESSAGES: Record<string, string> = {
+  queued: 'SMS accepted and queued for delivery',
+  sent: 'SMS sent successfully',
+  delivered: 'SMS sent successfully',
+  failed: 'SMS accepted, but the SMS centre refused it; see GET /api/messages/{id}',
+};
+
 export const messagingReply = {
   emailAccepted: (reply: FastifyReply, id: string, status: string) =>
     reply

@@ -38,6 +38,8 @@ export interface SmtpPeerOptions {
   rejectRecipients?: string[];
   /** Answer `451` after DATA to the next N messages. */
   failNext?: number;
+  /** Listen on this port (e.g. where a service was already told to deliver); default an ephemeral port. */
+  port?: number;
 }
 
 /** A real SMTP server on 127.0.0.1 that parses and records every message it accepts. */
@@ -167,7 +169,13 @@ export async function startSmtpPeer(options: SmtpPeerOptions = {}): Promise<Smtp
   });
   server.on('error', () => undefined);
 
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  await new Promise<void>((resolve, reject) => {
+    server.server.once('error', reject);
+    server.listen(options.port ?? 0, '127.0.0.1', () => {
+      server.server.off('error', reject);
+      resolve();
+    });
+  });
   const { port } = server.server.address() as AddressInfo;
   const credentials = options.auth ? `${encodeURIComponent(options.auth.user)}:${encodeURIComponent(options.auth.pass)}@` : '';
   peer.port = port;
