@@ -13,6 +13,7 @@ import { registerOpsRoutes } from './ops/routes.js';
 import { registerPaymentRoutes } from './payments/routes.js';
 import { registerPosRoutes } from './pos/routes.js';
 import { registerWalletRoutes } from './wallet/routes.js';
+import { registerWebRoutes } from './web/routes.js';
 
 export const API_VERSION = '1.0.0';
 
@@ -54,6 +55,7 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   registerCallbackRoutes(app, ctx);
   registerAdminRoutes(app, ctx);
   await registerMessagingRoutes(app, ctx);
+  registerWebRoutes(app, ctx);
   return app;
 }
 

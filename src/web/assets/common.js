@@ -1,0 +1,113 @@
+// Shared by the pages. Every user-supplied string is put in the page with textContent, never
+// as HTML. Tokens live in sessionStorage (this tab only) and travel as a Bearer header, so
+// no cookie exists for a cross-site request to ride on (no CSRF surface).
+
+/** Calls the JSON API; resolves to {status, body}. */
+export async function api(method, path, { body, token, headers } = {}) {
+  const init = { method, headers: { ...(headers ?? {}) } };
+  if (body !== undefined) {
+    init.headers['content-type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  if (token) init.headers.authorization = `Bearer ${token}`;
+  const response = await fetch(path, init);
+  const text = await response.text();
+  let parsed = null;
+  try {
+    parsed = text ? JSON.parse(text) : null;
+  } catch {
+    parsed = text;
+  }
+  return { status: response.status, body: parsed };
+}
+
+/** The message of an API error body, or a fallback. */
+export function errorText(reply, fallback = 'Something went wrong.') {
+  return reply?.body?.error?.message ?? reply?.body?.message ?? fallback;
+}
+
+/** Creates an element with properties, attributes and children (strings become text nodes). */
+export function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === 'text') node.textContent = String(value);
+    else if (key.startsWith('on')) node.addEventListener(key.slice(2), value);
+    else if (key in node && typeof value !== 'string') node[key] = value;
+    else node.setAttribute(key, value === true ? '' : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+export const $ = (selector, root = document) => root.querySelector(selector);
+
+export function show(node, message, kind = 'error') {
+  node.textContent = message;
+  node.className = kind;
+}
+
+export function money(amount, currency = 'KES') {
+  return `${currency} ${Number(amount).toLocaleString('en-KE', { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
+}
+
+export function statusBadge(status) {
+  return el('span', { class: `status status-${status}`, text: status });
+}
+
+export const session = {
+  get: (name) => sessionStorage.getItem(name),
+  set: (name, value) => sessionStorage.setItem(name, value),
+  clear: (name) => sessionStorage.removeItem(name),
+};
+
+/** A login with password (or PIN) then OTP, through endpoints 1 and 2. Resolves to a token. */
+export function loginFlow({ form, loginLabel, passwordLabel, passwordType = 'password', onToken }) {
+  const status = el('p', { role: 'status', 'aria-live': 'polite' });
+  const login = el('input', { id: 'login', name: 'login', autocomplete: 'username', required: true });
+  const password = el('input', {
+    id: 'password',
+    name: 'password',
+    type: passwordType,
+    autocomplete: 'current-password',
+    required: true,
+    inputmode: passwordType === 'password' ? undefined : 'numeric',
+  });
+  const otp = el('input', { id: 'otp', name: 'otp', autocomplete: 'one-time-code', inputmode: 'numeric', required: true });
+  const step1 = el(
+    'form',
+    {},
+    el('label', { for: 'login', text: loginLabel }),
+    login,
+    el('label', { for: 'password', text: passwordLabel }),
+    password,
+    el('div', {}, el('button', { type: 'submit', text: 'Continue' })),
+  );
+  const step2 = el(
+    'form',
+    { hidden: true },
+    el('label', { for: 'otp', text: 'One-time code' }),
+    otp,
+    el('div', {}, el('button', { type: 'submit', text: 'Sign in' })),
+  );
+  step1.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const reply = await api('POST', '/api/v1/authorization', { body: { login: login.value.trim(), password: password.value } });
+    if (reply.status !== 200) return show(status, errorText(reply));
+    step1.hidden = true;
+    step2.hidden = false;
+    show(status, 'We sent you a one-time code.', 'notice');
+    otp.focus();
+  });
+  step2.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const reply = await api('POST', '/api/v1/authorization/confirm', { body: { login: login.value.trim(), otp: otp.value.trim() } });
+    if (reply.status !== 200) return show(status, errorText(reply));
+    onToken(reply.body.token);
+  });
+  form.replaceChildren(step1, step2, status);
+  login.focus();
+}
