@@ -1,6 +1,7 @@
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { registerAdminRoutes } from './admin/routes.js';
+import { registerMeRoutes } from './auth/me.js';
 import { registerAuthRoutes } from './auth/routes.js';
 import { registerCallbackRoutes } from './callbacks/routes.js';
 import { registerCategoryRoutes } from './categories/routes.js';
@@ -8,12 +9,18 @@ import type { AppContext } from './context.js';
 import { createServer } from './http/server.js';
 import type { App } from './http/types.js';
 import { registerKeyRoutes } from './keys/routes.js';
+import { registerMerchantMessageRoutes } from './messaging/merchant-routes.js';
 import { registerMessagingRoutes } from './messaging/routes.js';
 import { registerOpsRoutes } from './ops/routes.js';
+import { registerMerchantPaymentRoutes } from './payments/merchant-routes.js';
 import { registerPaymentRoutes } from './payments/routes.js';
 import { registerPosRoutes } from './pos/routes.js';
 import { registerWalletRoutes } from './wallet/routes.js';
+import { registerAdminPage } from './web/admin.js';
+import { registerDashboardPage } from './web/dashboard.js';
+import { registerPayPages } from './web/pay.js';
 import { registerWebRoutes } from './web/routes.js';
+import { registerWalletPage } from './web/wallet.js';
 
 export const API_VERSION = '1.0.0';
 
@@ -47,15 +54,22 @@ export async function buildApp(ctx: AppContext): Promise<App> {
 
   registerOpsRoutes(app, ctx);
   registerAuthRoutes(app, ctx, 'main');
+  registerMeRoutes(app, ctx);
   registerCategoryRoutes(app, ctx);
   registerKeyRoutes(app, ctx);
   registerPosRoutes(app, ctx);
   registerPaymentRoutes(app, ctx);
+  registerMerchantPaymentRoutes(app, ctx);
   registerWalletRoutes(app, ctx);
   registerCallbackRoutes(app, ctx);
   registerAdminRoutes(app, ctx);
   await registerMessagingRoutes(app, ctx);
+  registerMerchantMessageRoutes(app, ctx);
   registerWebRoutes(app, ctx);
+  registerPayPages(app, ctx);
+  registerWalletPage(app, ctx);
+  registerDashboardPage(app, ctx);
+  registerAdminPage(app, ctx);
   return app;
 }
 

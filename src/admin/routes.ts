@@ -1,8 +1,10 @@
 import { Type } from 'typebox';
 import type { AppContext } from '../context.js';
 import { requireAdmin } from '../http/bearer.js';
+import { LimitParam, limitOf } from '../http/pagination.js';
 import { adminAuth, errors } from '../http/schemas.js';
 import type { App } from '../http/types.js';
+import { CURRENCY, fromMinorUnits } from '../ledger/money.js';
 import { createMerchant } from '../merchants/create-merchant.js';
 import { createPayer, deposit } from '../payers/payers.js';
 import {
@@ -11,11 +13,15 @@ import {
   DepositBody,
   DepositParams,
   DepositResponse,
+  MerchantListed,
   MerchantResponse,
   OutboxMessage,
   OutboxQuery,
+  PayerListed,
   PayerResponse,
 } from './schemas.js';
+
+const iso = (ms: number) => new Date(ms).toISOString();
 
 /** The operator API (CONTRACT §2), behind the ADMIN_TOKEN bearer. */
 export function registerAdminRoutes(app: App, ctx: AppContext): void {
@@ -31,10 +37,68 @@ export function registerAdminRoutes(app: App, ctx: AppContext): void {
     async (request, reply) => reply.code(201).send(await createMerchant(ctx, request.body)),
   );
 
+  app.get(
+    '/api/v1/admin/merchants',
+    {
+      ...common,
+      schema: {
+        tags,
+        security: adminAuth,
+        summary: 'Merchants, newest first',
+        querystring: Type.Object({ limit: LimitParam }),
+        response: { 200: Type.Array(MerchantListed), ...errors(401, 422) },
+      },
+    },
+    async (request) => {
+      const rows = await ctx.store.db
+        .selectFrom('merchants')
+        .select(['id', 'login', 'name', 'created_at'])
+        .orderBy('created_at', 'desc')
+        .orderBy('id', 'desc')
+        .limit(limitOf(request.query.limit))
+        .execute();
+      return rows.map((m) => ({ merchantId: m.id, login: m.login, name: m.name, createdAt: iso(m.created_at) }));
+    },
+  );
+
   app.post(
     '/api/v1/admin/payers',
     { ...common, schema: { tags, security: adminAuth, body: CreatePayerBody, response: { 201: PayerResponse, ...errors(401, 409, 422) } } },
     async (request, reply) => reply.code(201).send(await createPayer(ctx, request.body)),
+  );
+
+  app.get(
+    '/api/v1/admin/payers',
+    {
+      ...common,
+      schema: {
+        tags,
+        security: adminAuth,
+        summary: 'Payers with their wallet balance, newest first',
+        querystring: Type.Object({ limit: LimitParam }),
+        response: { 200: Type.Array(PayerListed), ...errors(401, 422) },
+      },
+    },
+    async (request) => {
+      const rows = await ctx.store.db
+        .selectFrom('payers as p')
+        .leftJoin('ledger_accounts as a', (join) =>
+          join.onRef('a.owner_id', '=', 'p.id').on('a.kind', '=', 'wallet').on('a.currency', '=', CURRENCY),
+        )
+        .select(['p.id', 'p.phone', 'p.name', 'p.created_at', 'a.balance'])
+        .orderBy('p.created_at', 'desc')
+        .orderBy('p.id', 'desc')
+        .limit(limitOf(request.query.limit))
+        .execute();
+      return rows.map((p) => ({
+        payerId: p.id,
+        phone: p.phone,
+        name: p.name,
+        balance: fromMinorUnits(Number(p.balance ?? 0)),
+        currency: CURRENCY,
+        createdAt: iso(p.created_at),
+      }));
+    },
   );
 
   app.post(

@@ -9,6 +9,12 @@ export const CreateMerchantBody = Type.Object({
   name: Type.String({ minLength: 1, maxLength: 200 }),
 });
 export const MerchantResponse = Type.Object({ merchantId: Type.String(), login: Type.String(), name: Type.String() });
+export const MerchantListed = Type.Object({
+  merchantId: Type.String(),
+  login: Type.String(),
+  name: Type.String(),
+  createdAt: Type.String(),
+});
 
 export const CreatePayerBody = Type.Object({
   phone: Phone,
@@ -17,6 +23,14 @@ export const CreatePayerBody = Type.Object({
   balance: Type.Optional(Type.Number({ minimum: 0, description: 'Starting balance in major units' })),
 });
 export const PayerResponse = Type.Object({ payerId: Type.String(), phone: Type.String(), balance: Type.Number() });
+export const PayerListed = Type.Object({
+  payerId: Type.String(),
+  phone: Type.String(),
+  name: Type.String(),
+  balance: Type.Number({ description: 'Wallet balance, major units' }),
+  currency: Type.String(),
+  createdAt: Type.String(),
+});
 
 export const DepositBody = Type.Object({ amount: Amount });
 export const DepositParams = Type.Object({ phone: Phone });

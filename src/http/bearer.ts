@@ -14,10 +14,11 @@ function bearerToken(request: FastifyRequest): string | null {
 }
 
 /**
- * A preHandler that admits only a live session of the given kind opened on this listener.
- * Sessions from the mock environment are refused by the main listener (CONTRACT §3).
+ * A preHandler that admits only a live session of the given kind (`any`: merchant or payer)
+ * opened on this listener. Sessions from the mock environment are refused by the main
+ * listener (CONTRACT §3).
  */
-export function requireSession(ctx: AppContext, kind: SubjectType, audience: Audience = 'main') {
+export function requireSession(ctx: AppContext, kind: SubjectType | 'any', audience: Audience = 'main') {
   return async (request: FastifyRequest, _reply: FastifyReply): Promise<void> => {
     const token = bearerToken(request);
     if (!token) throw new AppError('unauthorized', 'Send a bearer token: Authorization: Bearer <token>.', undefined, CHALLENGE);
@@ -29,7 +30,7 @@ export function requireSession(ctx: AppContext, kind: SubjectType, audience: Aud
     if (!session || session.audience !== audience || session.expires_at <= ctx.now()) {
       throw new AppError('unauthorized', 'The token is invalid or has expired; log in again.', undefined, CHALLENGE);
     }
-    if (session.subject_type !== kind) {
+    if (kind !== 'any' && session.subject_type !== kind) {
       throw new AppError('forbidden', `This endpoint is for ${kind}s.`);
     }
     request.principal = { type: session.subject_type, id: session.subject_id };

@@ -46,6 +46,7 @@ export function page(options: { title: string; script?: string; body: Html; data
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${options.title} · Lipa</title>
+<link rel="icon" href="data:,">
 <link rel="stylesheet" href="/assets/app.css">
 ${options.script ? html`<script type="module" src="/assets/${options.script}"></script>` : ''}
 </head>

@@ -111,3 +111,93 @@ export function loginFlow({ form, loginLabel, passwordLabel, passwordType = 'pas
   form.replaceChildren(step1, step2, status);
   login.focus();
 }
+
+/** A date-time from the API (ISO 8601) in the reader's locale; '—' when absent. */
+export function when(iso) {
+  return iso ? new Date(iso).toLocaleString() : '—';
+}
+
+/**
+ * Tabs (WAI-ARIA tabs pattern): a nav of buttons with aria-selected, one tab stop, arrow
+ * keys, Home and End move between tabs. `panel` is the one tabpanel the tabs fill.
+ */
+export function tabs({ label, items, panel, onSelect }) {
+  const buttons = items.map((item) =>
+    el('button', {
+      type: 'button',
+      role: 'tab',
+      id: `tab-${item.id}`,
+      'aria-controls': panel.id,
+      'aria-selected': 'false',
+      tabindex: '-1',
+      text: item.title,
+    }),
+  );
+  const nav = el('nav', { class: 'tabs', role: 'tablist', 'aria-label': label }, buttons);
+  panel.setAttribute('role', 'tabpanel');
+  panel.setAttribute('tabindex', '0');
+  let current = -1;
+  const select = (index, focus = false) => {
+    buttons.forEach((button, i) => {
+      button.setAttribute('aria-selected', String(i === index));
+      button.setAttribute('tabindex', i === index ? '0' : '-1');
+    });
+    panel.setAttribute('aria-labelledby', buttons[index].id);
+    if (focus) buttons[index].focus();
+    current = index;
+    onSelect(items[index].id);
+  };
+  buttons.forEach((button, i) => {
+    button.addEventListener('click', () => select(i));
+    button.addEventListener('keydown', (event) => {
+      const last = buttons.length - 1;
+      const next = { ArrowRight: i === last ? 0 : i + 1, ArrowLeft: i === 0 ? last : i - 1, Home: 0, End: last }[event.key];
+      if (next === undefined) return;
+      event.preventDefault();
+      select(next, true);
+    });
+  });
+  return {
+    nav,
+    select: (id) =>
+      select(
+        Math.max(
+          0,
+          items.findIndex((item) => item.id === id),
+        ),
+      ),
+    current: () => items[current]?.id,
+  };
+}
+
+/**
+ * A table in a keyboard-focusable region; on a narrow screen each row stacks into a card with
+ * its column titles (data-label, app.css), explicit roles keeping the table semantics.
+ * `columns` are {title, cell(row)} where cell returns text or a Node; text goes in as text only.
+ */
+export function table({ caption, columns, rows, empty = 'Nothing yet.' }) {
+  if (rows.length === 0) return el('p', { class: 'muted', text: empty });
+  const head = el(
+    'tr',
+    { role: 'row' },
+    columns.map((c) => el('th', { scope: 'col', role: 'columnheader', text: c.title })),
+  );
+  const body = rows.map((row) =>
+    el(
+      'tr',
+      { role: 'row' },
+      columns.map((c) => el('td', { role: 'cell', 'data-label': c.title }, el('span', {}, c.cell(row) ?? ''))),
+    ),
+  );
+  return el(
+    'div',
+    { class: 'table-wrap', role: 'region', 'aria-label': caption, tabindex: '0' },
+    el(
+      'table',
+      { role: 'table' },
+      el('caption', { class: 'visually-hidden', text: caption }),
+      el('thead', { role: 'rowgroup' }, head),
+      el('tbody', { role: 'rowgroup' }, body),
+    ),
+  );
+}

@@ -1,0 +1,17 @@
+import { Type } from 'typebox';
+import { validationError } from './errors.js';
+
+export const MAX_LIMIT = 200;
+export const DEFAULT_LIMIT = 50;
+
+/** The `limit` query parameter of the list endpoints: 1 to 200, default 50 (422 outside). */
+export const LimitParam = Type.Optional(
+  Type.String({ pattern: '^[0-9]{1,3}$', description: `How many, newest first: 1 to ${MAX_LIMIT}; default ${DEFAULT_LIMIT}` }),
+);
+
+export function limitOf(value: string | undefined): number {
+  if (value === undefined) return DEFAULT_LIMIT;
+  const limit = Number(value);
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) throw validationError('limit', `must be between 1 and ${MAX_LIMIT}`);
+  return limit;
+}

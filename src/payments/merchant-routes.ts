@@ -1,0 +1,47 @@
+import type { FastifyRequest } from 'fastify';
+import { Type } from 'typebox';
+import type { AppContext } from '../context.js';
+import { principalOf, requireSession } from '../http/bearer.js';
+import { LimitParam, limitOf } from '../http/pagination.js';
+import { bearerAuth, errors } from '../http/schemas.js';
+import type { App } from '../http/types.js';
+import { listPayments } from './list-payments.js';
+import { toPaymentView } from './payment-view.js';
+import { Payment } from './schemas.js';
+
+const origin = (request: FastifyRequest) => `${request.protocol}://${request.headers.host ?? 'localhost'}`;
+
+export const PaymentListQuery = Type.Object({
+  status: Type.Optional(
+    Type.Union(
+      [Type.Literal('pending'), Type.Literal('no_user'), Type.Literal('paid'), Type.Literal('declined'), Type.Literal('expired')],
+      {
+        description: 'Only payments in this status',
+      },
+    ),
+  ),
+  orderId: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: 'Only payments with exactly this orderId' })),
+  limit: LimitParam,
+});
+
+/** The merchant's payments with its session token (the dashboard), beside the signed API. */
+export function registerMerchantPaymentRoutes(app: App, ctx: AppContext): void {
+  app.get(
+    '/api/v1/payments',
+    {
+      preHandler: requireSession(ctx, 'merchant'),
+      schema: {
+        tags: ['Payments'],
+        security: bearerAuth,
+        summary: "The caller's payments, newest first",
+        querystring: PaymentListQuery,
+        response: { 200: Type.Array(Payment), ...errors(401, 403, 422) },
+      },
+    },
+    async (request) => {
+      const { status, orderId, limit } = request.query;
+      const rows = await listPayments(ctx, principalOf(request).id, { status, orderId, limit: limitOf(limit) });
+      return rows.map((row) => toPaymentView(ctx, origin(request), row));
+    },
+  );
+}

@@ -1,0 +1,385 @@
+// The operator console (/admin). The ADMIN_TOKEN is typed in by the operator, kept in
+// sessionStorage (this tab only) and sent as a Bearer header; it is never part of the page.
+// Every user-supplied string (names, logins, message content) goes in through textContent.
+import { $, api, el, errorText, money, session, show, statusBadge, table, tabs, when } from './common.js';
+
+const TOKEN = 'lipa.admin.token';
+const root = $('#app');
+const production = document.body.dataset.env === 'production';
+let token = session.get(TOKEN);
+let outboxTimer = null;
+
+async function call(method, path, body) {
+  const reply = await api(method, path, { token, body });
+  if (reply.status === 401 && token) forget('The ADMIN_TOKEN was refused. Enter it again.');
+  return reply;
+}
+
+function problem(reply) {
+  const details = reply.body?.error?.details ?? [];
+  const extra = details.length > 1 ? ` (${details.map((d) => `${d.field} ${d.message}`).join('; ')})` : '';
+  return `${errorText(reply)}${extra}`;
+}
+
+const status = () => el('p', { role: 'status', 'aria-live': 'polite' });
+const field = (id, label, input, hint) => [
+  el('label', { for: id, text: label }),
+  input,
+  hint ? el('p', { class: 'hint', id: `${id}-hint`, text: hint }) : null,
+];
+
+function stopOutbox() {
+  if (outboxTimer !== null) clearInterval(outboxTimer);
+  outboxTimer = null;
+}
+
+function forget(message, kind = 'error') {
+  stopOutbox();
+  token = null;
+  session.clear(TOKEN);
+  tokenView(message, kind);
+}
+
+function tokenView(message, kind = 'error') {
+  const input = el('input', {
+    id: 'admin-token',
+    name: 'adminToken',
+    type: 'password',
+    autocomplete: 'off',
+    spellcheck: 'false',
+    required: true,
+    'aria-describedby': 'admin-token-hint',
+  });
+  const formStatus = status();
+  const form = el(
+    'form',
+    {},
+    field(
+      'admin-token',
+      'ADMIN_TOKEN',
+      input,
+      production
+        ? 'This console needs the ADMIN_TOKEN of this deployment.'
+        : 'Staging prints a generated ADMIN_TOKEN at start unless one is set in the environment.',
+    ),
+    el('div', {}, el('button', { type: 'submit', text: 'Open the console' })),
+    formStatus,
+  );
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const candidate = input.value.trim();
+    const reply = await api('GET', '/api/v1/admin/merchants?limit=1', { token: candidate });
+    if (reply.status === 401) return show(formStatus, 'That token was refused.');
+    if (reply.status !== 200) return show(formStatus, errorText(reply));
+    token = candidate;
+    session.set(TOKEN, candidate);
+    consoleView();
+  });
+  root.replaceChildren(
+    el('h1', { text: 'Operator console' }),
+    el(
+      'section',
+      { class: 'card', 'aria-labelledby': 'token-title' },
+      el('h2', { id: 'token-title', text: 'Operator sign-in' }),
+      message ? el('p', { class: kind, role: kind === 'error' ? 'alert' : 'status', text: message }) : null,
+      form,
+    ),
+  );
+  input.focus();
+}
+
+function consoleView() {
+  const panel = el('section', { id: 'panel', class: 'panel' });
+  const nav = tabs({
+    label: 'Console sections',
+    panel,
+    items: [
+      { id: 'merchants', title: 'Merchants' },
+      { id: 'payers', title: 'Payers' },
+      { id: 'outbox', title: 'Outbox' },
+    ],
+    onSelect: (id) => {
+      stopOutbox();
+      session.set('lipa.admin.tab', id);
+      const view = el('div');
+      panel.replaceChildren(view);
+      void VIEWS[id](view);
+    },
+  });
+  root.replaceChildren(
+    el(
+      'div',
+      { class: 'bar' },
+      el('h1', { text: 'Operator console' }),
+      el('button', {
+        type: 'button',
+        class: 'secondary',
+        text: 'Forget the token',
+        onclick: () => forget('The token is forgotten in this tab.', 'notice'),
+      }),
+    ),
+    nav.nav,
+    panel,
+  );
+  nav.select(session.get('lipa.admin.tab') ?? 'merchants');
+}
+
+// ---------------------------------------------------------------------------------------
+// Merchants
+
+async function merchantsView(view) {
+  const list = el('div', {}, el('p', { class: 'muted', text: 'Loading…' }));
+  const inputs = {
+    login: el('input', { id: 'm-login', name: 'login', type: 'email', required: true, maxlength: '254', autocomplete: 'off' }),
+    password: el('input', {
+      id: 'm-password',
+      name: 'password',
+      type: 'password',
+      required: true,
+      minlength: '8',
+      maxlength: '256',
+      autocomplete: 'new-password',
+    }),
+    name: el('input', { id: 'm-name', name: 'name', required: true, maxlength: '200' }),
+  };
+  const formStatus = status();
+  const form = el(
+    'form',
+    { 'aria-labelledby': 'm-new' },
+    el('h3', { id: 'm-new', text: 'New merchant' }),
+    field('m-login', 'Login (email)', inputs.login),
+    field('m-password', 'Password', inputs.password, 'At least 8 characters.'),
+    field('m-name', 'Name', inputs.name),
+    el('div', {}, el('button', { type: 'submit', text: 'Create merchant' })),
+    formStatus,
+  );
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const reply = await call('POST', '/api/v1/admin/merchants', {
+      login: inputs.login.value.trim(),
+      password: inputs.password.value,
+      name: inputs.name.value.trim(),
+    });
+    if (reply.status !== 201) return show(formStatus, problem(reply));
+    form.reset();
+    show(formStatus, `Merchant ${reply.body.login} created.`, 'notice');
+    await refresh();
+  });
+
+  async function refresh() {
+    const reply = await call('GET', '/api/v1/admin/merchants?limit=200');
+    if (reply.status !== 200) return list.replaceChildren(el('p', { class: 'error', text: errorText(reply) }));
+    list.replaceChildren(
+      table({
+        caption: 'Merchants, newest first',
+        empty: 'No merchants yet.',
+        rows: reply.body,
+        columns: [
+          { title: 'Name', cell: (m) => m.name },
+          { title: 'Login', cell: (m) => m.login },
+          { title: 'Merchant ID', cell: (m) => el('code', { text: m.merchantId }) },
+          { title: 'Created', cell: (m) => when(m.createdAt) },
+        ],
+      }),
+    );
+  }
+
+  view.replaceChildren(el('h2', { text: 'Merchants' }), el('div', { class: 'card' }, form), list);
+  await refresh();
+}
+
+// ---------------------------------------------------------------------------------------
+// Payers and deposits
+
+async function payersView(view) {
+  const list = el('div', {}, el('p', { class: 'muted', text: 'Loading…' }));
+  const p = {
+    phone: el('input', {
+      id: 'p-phone',
+      name: 'phone',
+      required: true,
+      inputmode: 'numeric',
+      pattern: '[0-9]{8,15}',
+      'aria-describedby': 'p-phone-hint',
+    }),
+    name: el('input', { id: 'p-name', name: 'name', required: true, maxlength: '200' }),
+    pin: el('input', {
+      id: 'p-pin',
+      name: 'pin',
+      type: 'password',
+      required: true,
+      inputmode: 'numeric',
+      pattern: '[0-9]{4,6}',
+      autocomplete: 'new-password',
+      'aria-describedby': 'p-pin-hint',
+    }),
+    balance: el('input', { id: 'p-balance', name: 'balance', type: 'number', min: '0', step: '0.01', inputmode: 'decimal' }),
+  };
+  const createStatus = status();
+  const createForm = el(
+    'form',
+    { 'aria-labelledby': 'p-new' },
+    el('h3', { id: 'p-new', text: 'New payer (wallet)' }),
+    field('p-phone', 'Phone', p.phone, 'Digits with country code, no plus: 254712345678.'),
+    field('p-name', 'Name', p.name),
+    field('p-pin', 'Wallet PIN', p.pin, '4 to 6 digits.'),
+    field('p-balance', 'Starting balance (KES, optional)', p.balance),
+    el('div', {}, el('button', { type: 'submit', text: 'Create payer' })),
+    createStatus,
+  );
+  createForm.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const body = { phone: p.phone.value.trim(), name: p.name.value.trim(), pin: p.pin.value };
+    if (p.balance.value !== '') body.balance = Number(p.balance.value);
+    const reply = await call('POST', '/api/v1/admin/payers', body);
+    if (reply.status !== 201) return show(createStatus, problem(reply));
+    createForm.reset();
+    show(createStatus, `Wallet ${reply.body.phone} created with ${money(reply.body.balance)}.`, 'notice');
+    await refresh();
+  });
+
+  const d = {
+    phone: el('input', { id: 'd-phone', name: 'phone', required: true, inputmode: 'numeric', pattern: '[0-9]{8,15}' }),
+    amount: el('input', {
+      id: 'd-amount',
+      name: 'amount',
+      type: 'number',
+      required: true,
+      min: '0.01',
+      step: '0.01',
+      inputmode: 'decimal',
+    }),
+  };
+  const depositStatus = status();
+  const depositForm = el(
+    'form',
+    { 'aria-labelledby': 'd-new' },
+    el('h3', { id: 'd-new', text: 'Deposit (cash-in)' }),
+    field('d-phone', 'Phone', d.phone),
+    field('d-amount', 'Amount (KES)', d.amount),
+    el('div', {}, el('button', { type: 'submit', text: 'Deposit' })),
+    depositStatus,
+  );
+  depositForm.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const phone = d.phone.value.trim();
+    const reply = await call('POST', `/api/v1/admin/payers/${encodeURIComponent(phone)}/deposits`, { amount: Number(d.amount.value) });
+    if (reply.status !== 200) return show(depositStatus, problem(reply));
+    depositForm.reset();
+    show(depositStatus, `${reply.body.phone} now has ${money(reply.body.balance)}.`, 'notice');
+    await refresh();
+  });
+
+  async function refresh() {
+    const reply = await call('GET', '/api/v1/admin/payers?limit=200');
+    if (reply.status !== 200) return list.replaceChildren(el('p', { class: 'error', text: errorText(reply) }));
+    list.replaceChildren(
+      table({
+        caption: 'Payers, newest first',
+        empty: 'No payers yet.',
+        rows: reply.body,
+        columns: [
+          { title: 'Name', cell: (x) => x.name },
+          { title: 'Phone', cell: (x) => x.phone },
+          { title: 'Balance', cell: (x) => money(x.balance, x.currency) },
+          { title: 'Created', cell: (x) => when(x.createdAt) },
+          {
+            title: 'Cash-in',
+            cell: (x) =>
+              el('button', {
+                type: 'button',
+                class: 'secondary',
+                text: 'Deposit',
+                'aria-label': `Deposit to ${x.phone}`,
+                onclick: () => {
+                  d.phone.value = x.phone;
+                  d.amount.focus();
+                },
+              }),
+          },
+        ],
+      }),
+    );
+  }
+
+  view.replaceChildren(
+    el('h2', { text: 'Payers' }),
+    el('div', { class: 'card' }, depositForm),
+    el('div', { class: 'card' }, createForm),
+    list,
+  );
+  await refresh();
+}
+
+// ---------------------------------------------------------------------------------------
+// The embedded outbox: what would have been sent (OTPs, payment prompts, merchant messages)
+
+async function outboxView(view) {
+  const list = el('div', {}, el('p', { class: 'muted', text: 'Loading…' }));
+  const updated = el('p', { class: 'muted' });
+  const toggle = el('button', { type: 'button', class: 'secondary', 'aria-pressed': 'true', text: 'Auto-refresh every 3 s: on' });
+  let last = '';
+
+  async function refresh() {
+    const reply = await call('GET', '/api/v1/admin/outbox?limit=100');
+    if (reply.status !== 200) return list.replaceChildren(el('p', { class: 'error', text: errorText(reply) }));
+    updated.textContent = `Updated ${new Date().toLocaleTimeString()}`;
+    const text = JSON.stringify(reply.body);
+    if (text === last) return; // unchanged: keep the reader's place and open details
+    last = text;
+    list.replaceChildren(
+      table({
+        caption: 'Outbox, newest first',
+        empty: 'Nothing sent yet.',
+        rows: reply.body,
+        columns: [
+          { title: 'Time', cell: (m) => when(m.createdAt) },
+          { title: 'Type', cell: (m) => `${m.type} · ${m.purpose}` },
+          { title: 'To', cell: (m) => m.to },
+          {
+            title: 'Content',
+            cell: (m) =>
+              el('div', {}, m.subject ? el('strong', { text: m.subject }) : null, el('div', { class: 'content', text: m.content })),
+          },
+          { title: 'Status', cell: (m) => statusBadge(m.status) },
+        ],
+      }),
+    );
+  }
+
+  const startTimer = () => {
+    stopOutbox();
+    outboxTimer = setInterval(() => {
+      if (!document.hidden) void refresh();
+    }, 3000);
+  };
+  toggle.addEventListener('click', () => {
+    const on = outboxTimer === null;
+    if (on) startTimer();
+    else stopOutbox();
+    toggle.setAttribute('aria-pressed', String(on));
+    toggle.textContent = `Auto-refresh every 3 s: ${on ? 'on' : 'off'}`;
+  });
+
+  view.replaceChildren(
+    el(
+      'div',
+      { class: 'bar' },
+      el('h2', { text: 'Outbox' }),
+      el('div', {}, toggle, el('button', { type: 'button', class: 'secondary', text: 'Refresh now', onclick: () => refresh() })),
+    ),
+    el('p', {
+      class: 'muted',
+      text: 'Email and SMS the service would have sent (no SMTP or SMPP configured): login codes, payment prompts, merchant messages.',
+    }),
+    updated,
+    list,
+  );
+  await refresh();
+  if (view.isConnected) startTimer();
+}
+
+const VIEWS = { merchants: merchantsView, payers: payersView, outbox: outboxView };
+
+if (token) consoleView();
+else tokenView(production ? 'This console needs the ADMIN_TOKEN.' : undefined, 'notice');

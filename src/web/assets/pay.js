@@ -1,0 +1,76 @@
+// The hosted payment page (/pay/{paymentIdentifier}): the server renders the payment; this
+// script keeps its status live by polling /pay/{id}/status once a second, and sends the
+// browser to the merchant's success page once the payment is paid. Text only via textContent.
+import { api } from './common.js';
+
+const LABELS = {
+  pending: 'Waiting for approval',
+  no_user: 'No wallet yet',
+  paid: 'Paid',
+  declined: 'Declined',
+  expired: 'Expired',
+};
+const FINAL = new Set(['paid', 'declined', 'expired']);
+const POLL_MS = 1000;
+
+const paymentId = document.body.dataset.payment;
+const badge = document.getElementById('status-badge');
+const text = document.getElementById('status-text');
+const redirectBox = document.getElementById('redirect');
+const redirectLink = document.getElementById('redirect-link');
+
+let shown = { status: document.body.dataset.status, message: text?.textContent ?? '' };
+let failures = 0;
+
+/** Only absolute http(s) URLs are followed (they were validated when the payment was created). */
+function safeRedirect(value) {
+  if (typeof value !== 'string') return null;
+  try {
+    const url = new URL(value);
+    return url.protocol === 'https:' || url.protocol === 'http:' ? url.href : null;
+  } catch {
+    return null;
+  }
+}
+
+function render(answer) {
+  const status = answer.status in LABELS ? answer.status : 'pending';
+  if (status !== shown.status) {
+    badge.className = `status status-${status}`;
+    badge.textContent = LABELS[status];
+  }
+  // Only a changed sentence goes into the live region, so it is announced once.
+  if (typeof answer.message === 'string' && answer.message !== shown.message) text.textContent = answer.message;
+  shown = { status, message: answer.message ?? shown.message };
+}
+
+async function poll() {
+  let reply;
+  try {
+    reply = await api('GET', `/pay/${encodeURIComponent(paymentId)}/status`);
+  } catch {
+    reply = { status: 0 };
+  }
+  if (reply.status === 200 && reply.body && typeof reply.body.status === 'string') {
+    failures = 0;
+    render(reply.body);
+    const target = reply.body.status === 'paid' ? safeRedirect(reply.body.redirectUrl) : null;
+    if (target) {
+      redirectLink.href = target;
+      redirectBox.hidden = false;
+      text.textContent = `${reply.body.message} Taking you back to the merchant…`;
+      location.assign(target);
+      return;
+    }
+    if (FINAL.has(reply.body.status) || reply.body.final === true) return; // nothing more can change
+  } else if (reply.status === 404) {
+    text.textContent = 'This payment request no longer exists.';
+    return;
+  } else {
+    failures++;
+  }
+  // Back off gently while the service cannot be reached; keep trying.
+  setTimeout(poll, failures === 0 ? POLL_MS : Math.min(POLL_MS * 2 ** failures, 15_000));
+}
+
+if (paymentId && badge && text) void poll();

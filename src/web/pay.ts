@@ -1,0 +1,177 @@
+import { Type } from 'typebox';
+import type { AppContext } from '../context.js';
+import type { DeclineReason, PaymentStatus, PaymentTable } from '../db/schema.js';
+import { AppError } from '../http/errors.js';
+import { errors } from '../http/schemas.js';
+import type { App } from '../http/types.js';
+import { formatAmount } from '../wallet/prompt.js';
+import { type Html, html, page } from './html.js';
+import { sendPage } from './routes.js';
+
+/** A payment as the hosted page needs it: the row and its point of sale's company name. */
+type PagePayment = PaymentTable & { pos_company_name: string };
+
+const FINAL: readonly PaymentStatus[] = ['paid', 'declined', 'expired'];
+
+/** Identifiers are `pay_` + hex; anything else cannot be a payment (no database trip). */
+const PAYMENT_ID = /^pay_[0-9a-f]{12,64}$/;
+
+async function findPagePayment(ctx: AppContext, id: string): Promise<PagePayment | undefined> {
+  if (!PAYMENT_ID.test(id)) return undefined;
+  return ctx.store.db
+    .selectFrom('payments as p')
+    .innerJoin('points_of_sale as s', 's.id', 'p.pos_id')
+    .selectAll('p')
+    .select('s.pos_company_name')
+    .where('p.id', '=', id)
+    .executeTakeFirst();
+}
+
+/**
+ * The status the payer should see. A pending or no_user payment past its expiry time can no
+ * longer move anywhere but `expired` (transitions.ts refuses every other move after it), so
+ * the page says so even before the expiry sweep has written it.
+ */
+export function visibleStatus(ctx: AppContext, p: Pick<PaymentTable, 'status' | 'expires_at'>): PaymentStatus {
+  if ((p.status === 'pending' || p.status === 'no_user') && p.expires_at <= ctx.now()) return 'expired';
+  return p.status;
+}
+
+/** `254708000001` → `2547•••••001`: country code and first digit, then the last three. */
+export function maskPhone(phone: string): string {
+  const keepEnd = 3;
+  // At least four digits stay hidden, however short the number.
+  const keepStart = Math.max(0, Math.min(4, phone.length - keepEnd - 4));
+  const hidden = phone.length - keepStart - keepEnd;
+  return `${phone.slice(0, keepStart)}${'•'.repeat(Math.max(hidden, 0))}${phone.slice(phone.length - keepEnd)}`;
+}
+
+/** The sentence under the status badge (also sent to the page's script). */
+export function statusMessage(status: PaymentStatus, reason: DeclineReason | null | undefined): string {
+  switch (status) {
+    case 'pending':
+      return 'Check your phone to approve this payment.';
+    case 'no_user':
+      return 'This phone number has no Lipa wallet yet. Open a Lipa wallet to approve this payment before the request expires.';
+    case 'paid':
+      return 'Payment received. Thank you!';
+    case 'declined':
+      return reason === 'insufficient_funds'
+        ? 'The payment was declined: there was not enough money in the wallet.'
+        : 'The payer declined this payment.';
+    case 'expired':
+      return 'This payment request has expired without an answer. Ask the merchant for a new one.';
+  }
+}
+
+export const STATUS_LABELS: Record<PaymentStatus, string> = {
+  pending: 'Waiting for approval',
+  no_user: 'No wallet yet',
+  paid: 'Paid',
+  declined: 'Declined',
+  expired: 'Expired',
+};
+
+/**
+ * Where the browser goes once the payment is paid: the merchant's successRedirectUrl with
+ * paymentIdentifier and orderId added to its query string (existing parameters kept, values
+ * encoded). Only http(s) URLs, and only once paid.
+ */
+export function successRedirect(p: Pick<PaymentTable, 'id' | 'order_id' | 'success_redirect_url'>, status: PaymentStatus): string | null {
+  if (status !== 'paid' || !p.success_redirect_url) return null;
+  let url: URL;
+  try {
+    url = new URL(p.success_redirect_url);
+  } catch {
+    return null;
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') return null;
+  url.searchParams.set('paymentIdentifier', p.id);
+  url.searchParams.set('orderId', p.order_id);
+  return url.toString();
+}
+
+function paymentPage(ctx: AppContext, p: PagePayment): string {
+  const status = visibleStatus(ctx, p);
+  const redirect = successRedirect(p, status);
+  const amount = `${p.currency} ${formatAmount(p.amount)}`;
+  const body: Html = html`<h1>Pay ${p.pos_company_name}</h1>
+<section class="card" aria-labelledby="amount-label">
+<p id="amount-label" class="muted">Amount to pay</p>
+<p class="amount" id="amount">${amount}</p>
+<dl class="fields">
+<dt>Merchant</dt><dd id="merchant">${p.pos_company_name}</dd>
+<dt>Order</dt><dd id="order">${p.order_id}</dd>
+${p.description ? html`<dt>Description</dt><dd id="description">${p.description}</dd>` : ''}
+<dt>Phone</dt><dd id="phone">${maskPhone(p.payer_phone)}</dd>
+</dl>
+</section>
+<section class="card" aria-labelledby="status-heading">
+<h2 id="status-heading">Status</h2>
+<p><span id="status-badge" class="status status-${status}">${STATUS_LABELS[status]}</span></p>
+<p id="status-text" role="status" aria-live="polite">${statusMessage(status, p.reason)}</p>
+<p id="redirect"${redirect ? '' : html` hidden`}><a id="redirect-link" href="${redirect ?? '#'}">Return to ${p.pos_company_name}</a></p>
+</section>
+<noscript><p class="muted">Reload this page to see the latest status.</p></noscript>`;
+  return page({ title: `Pay ${p.pos_company_name}`, script: 'pay.js', body, data: { payment: p.id, status } });
+}
+
+function notFoundPage(): string {
+  return page({
+    title: 'Payment not found',
+    body: html`<h1>Payment not found</h1>
+<p>There is no payment request at this address. Check the link the merchant gave you, or ask the merchant for a new one.</p>`,
+  });
+}
+
+const PayParams = Type.Object({ paymentIdentifier: Type.String({ maxLength: 200 }) });
+
+export const PayStatus = Type.Object({
+  status: Type.Union([
+    Type.Literal('pending'),
+    Type.Literal('no_user'),
+    Type.Literal('paid'),
+    Type.Literal('declined'),
+    Type.Literal('expired'),
+  ]),
+  reason: Type.Optional(Type.Union([Type.Literal('declined_by_payer'), Type.Literal('insufficient_funds')])),
+  message: Type.String({ description: 'A sentence for the payer' }),
+  final: Type.Boolean({ description: 'true once the status can no longer change' }),
+  redirectUrl: Type.Union([Type.String(), Type.Null()], {
+    description: 'Once paid: the successRedirectUrl with paymentIdentifier and orderId added; otherwise null',
+  }),
+});
+
+/** The hosted payment page (CONTRACT §10) and the status its script polls. Public: the identifier is unguessable. */
+export function registerPayPages(app: App, ctx: AppContext): void {
+  app.get('/pay/:paymentIdentifier', { schema: { hide: true, params: PayParams } }, async (request, reply) => {
+    const payment = await findPagePayment(ctx, request.params.paymentIdentifier);
+    if (!payment) return sendPage(reply, notFoundPage(), 404);
+    return sendPage(reply, paymentPage(ctx, payment));
+  });
+
+  app.get(
+    '/pay/:paymentIdentifier/status',
+    {
+      schema: {
+        tags: ['Pages'],
+        summary: 'The live status of a hosted payment page (public; polled by /pay/{paymentIdentifier})',
+        params: PayParams,
+        response: { 200: PayStatus, ...errors(404) },
+      },
+    },
+    async (request, reply) => {
+      reply.header('cache-control', 'no-store');
+      const payment = await findPagePayment(ctx, request.params.paymentIdentifier);
+      if (!payment) throw new AppError('not_found', 'No such payment.');
+      const status = visibleStatus(ctx, payment);
+      return {
+        status,
+        ...(status === 'declined' && payment.reason ? { reason: payment.reason } : {}),
+        message: statusMessage(status, payment.reason),
+        final: FINAL.includes(status),
+        redirectUrl: successRedirect(payment, status),
+      };
+    },
+  );
+}
