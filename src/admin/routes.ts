@@ -130,7 +130,13 @@ export function registerAdminRoutes(app: App, ctx: AppContext): void {
     },
     async (request) => {
       const limit = Math.min(200, Math.max(1, Number(request.query.limit ?? 50)));
-      const rows = await ctx.store.db.selectFrom('messages').selectAll().orderBy('created_at', 'desc').orderBy('id').limit(limit).execute();
+      const rows = await ctx.store.db
+        .selectFrom('messages')
+        .selectAll()
+        .orderBy('created_at', 'desc')
+        .orderBy('id', 'desc')
+        .limit(limit)
+        .execute();
       return rows.map((m) => ({
         id: m.id,
         type: m.type,

@@ -262,22 +262,32 @@ function renderHistory(list) {
     el(
       'tr',
       {},
+      // data-label and one span per cell: on a phone, app.css stacks each row into a card
+      // (a title column, then the cell's content), like the consoles' tables.
       el(
         'td',
-        {},
-        el('span', { text: p.merchantName }),
-        el('br'),
-        el('span', { class: 'muted', text: `Order ${p.orderId}` }),
-        p.description ? [el('br'), el('span', { class: 'muted', text: p.description })] : null,
-        el('br'),
-        el('span', { class: 'muted', text: when(p.createdAt) }),
+        { 'data-label': 'Payment' },
+        el(
+          'span',
+          {},
+          el('span', { text: p.merchantName }),
+          el('br'),
+          el('span', { class: 'muted', text: `Order ${p.orderId}` }),
+          p.description ? [el('br'), el('span', { class: 'muted', text: p.description })] : null,
+          el('br'),
+          el('span', { class: 'muted', text: when(p.createdAt) }),
+        ),
       ),
-      el('td', { class: 'nowrap', text: money(p.amount, p.currency) }),
+      el('td', { class: 'nowrap', 'data-label': 'Amount' }, el('span', { text: money(p.amount, p.currency) })),
       el(
         'td',
-        { class: 'nowrap' },
-        statusBadge(p.status),
-        p.reason ? [el('br'), el('span', { class: 'muted', text: REASONS[p.reason] ?? p.reason })] : null,
+        { class: 'nowrap', 'data-label': 'Status' },
+        el(
+          'span',
+          {},
+          statusBadge(p.status),
+          p.reason ? [el('br'), el('span', { class: 'muted', text: REASONS[p.reason] ?? p.reason })] : null,
+        ),
       ),
     ),
   );

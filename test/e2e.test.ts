@@ -1,0 +1,552 @@
+import assert from 'node:assert/strict';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { LipaClient, type Payment, type PaymentRequest } from '../src/client/index.js';
+import { DESKTOP, launchBrowser, PHONE } from './helpers/browser.js';
+import {
+  admin,
+  call,
+  createMerchant,
+  createPayer,
+  lastOtpSentTo,
+  type MerchantFixture,
+  type MerchantSetup,
+  merchantWithPos,
+  type PayerFixture,
+  paymentBody,
+  unique,
+} from './helpers/client.js';
+import { ADMIN_TOKEN, type Lipa, STAGING_OTP, startLipa } from './helpers/harness.js';
+import { type Received, type Receiver, startReceiver } from './helpers/receiver.js';
+
+/**
+ * The pages end to end in real Chromium (Debian's package through playwright-core, never a
+ * downloaded browser): a consumer on /pay, a payer on /wallet, a merchant on /dashboard and
+ * an operator on /admin, each in its own browser context, against one running service and a
+ * real HTTP server standing in for the merchant's site (callbacks and the success landing).
+ *
+ * LIPA_SCREENSHOTS=1 also writes docs/screenshots/{page}-{phone,desktop}.png (linked from the
+ * README); without it nothing in the repository is written. The no-horizontal-scroll check
+ * at 360 px runs either way.
+ */
+
+const SCREENSHOTS = process.env.LIPA_SCREENSHOTS === '1';
+const SCREENSHOT_DIR = fileURLToPath(new URL('../docs/screenshots/', import.meta.url));
+/** Every page state captured (and checked at phone width), in the order the README lists them. */
+const EXPECTED_CAPTURES = ['pay-pending', 'pay-paid', 'wallet', 'dashboard-payments', 'dashboard-payment', 'admin-outbox'];
+
+const XSS_DESCRIPTION = '<script>window.__xss=1</script><img src=x onerror="window.__xss=2">';
+const XSS_COMPANY = 'Duka <b>bold</b> Ltd';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** `money()` of the pages, for expected texts. */
+const money = (amount: number) => `KES ${amount.toLocaleString('en-KE', { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
+
+async function until<T>(
+  what: string,
+  probe: () => Promise<T | undefined | null | false> | T | undefined | null | false,
+  timeoutMs = 10_000,
+) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    assert.ok(Date.now() < deadline, `timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+describe('pages end to end in Chromium', () => {
+  let lipa: Lipa;
+  let receiver: Receiver;
+  let browser: Browser;
+  let consumer: BrowserContext;
+  let payerContext: BrowserContext;
+  let merchantContext: BrowserContext;
+  let operator: BrowserContext;
+
+  /** Console errors and uncaught exceptions of every page, with the page's URL. */
+  const consoleErrors: string[] = [];
+  const pageErrors: string[] = [];
+  /** Status badge texts the consumer's pages showed, as they changed (see the init script). */
+  const badgeChanges: string[] = [];
+  const captured: string[] = [];
+
+  // Shared across the tests (they run in order): the approve flow's merchant and payer, and
+  // the payer's wallet page, which stays signed in.
+  let shop: MerchantSetup;
+  let shopClient: LipaClient;
+  let payer: PayerFixture;
+  let wallet: Page;
+  let dashboardMerchant: MerchantFixture;
+
+  async function newContext(viewport: { width: number; height: number }): Promise<BrowserContext> {
+    const context = await browser.newContext({ viewport, locale: 'en-KE', timezoneId: 'Africa/Nairobi' });
+    context.setDefaultTimeout(10_000);
+    context.on('page', (page) => {
+      page.on('console', (message) => {
+        if (message.type() === 'error') consoleErrors.push(`${page.url()}: ${message.text()}`);
+      });
+      page.on('pageerror', (error) => pageErrors.push(`${page.url()}: ${error.message}`));
+    });
+    return context;
+  }
+
+  before(async () => {
+    lipa = await startLipa();
+    receiver = await startReceiver();
+    browser = await launchBrowser();
+    consumer = await newContext(PHONE);
+    payerContext = await newContext(PHONE);
+    merchantContext = await newContext(DESKTOP);
+    operator = await newContext(DESKTOP);
+    // Reports every change of the /pay status badge, so the flip to "Paid" is seen even when
+    // the page leaves for the merchant's success URL right after it (CDP-injected: no CSP).
+    await consumer.exposeFunction('lipaBadgeChanged', (text: string) => void badgeChanges.push(text));
+    await consumer.addInitScript(`addEventListener('DOMContentLoaded', () => {
+      const badge = document.getElementById('status-badge');
+      if (badge) new MutationObserver(() => window.lipaBadgeChanged(badge.textContent)).observe(badge, { childList: true, characterData: true, subtree: true });
+    });`);
+    if (SCREENSHOTS) mkdirSync(SCREENSHOT_DIR, { recursive: true });
+
+    shop = await merchantWithPos(lipa, { posCompanyName: 'Duka Bora Ltd', resultUrl: `${receiver.url}/result` });
+    shopClient = new LipaClient({ baseUrl: lipa.url, keyId: shop.keyId, secret: shop.secret });
+    payer = await createPayer(lipa, { pin: '2468', balance: 5000 });
+  });
+
+  after(async () => {
+    await browser?.close();
+    await receiver?.close();
+    await lipa?.close();
+  });
+
+  /** Asserts the page does not scroll sideways on a 360 px phone. */
+  async function assertFitsPhone(page: Page, what: string) {
+    const original = page.viewportSize();
+    await page.setViewportSize(PHONE);
+    const width = await page.evaluate<number>('document.documentElement.scrollWidth');
+    assert.ok(width <= PHONE.width, `${what} scrolls horizontally at ${PHONE.width} px: scrollWidth ${width}`);
+    // Narrow screens stack table rows into cards titled by each cell's data-label (app.css).
+    const unlabelled = await page.evaluate<number>(`document.querySelectorAll('.table-wrap td:not([data-label])').length`);
+    assert.equal(unlabelled, 0, `${what}: every stacked table cell has its column title at ${PHONE.width} px`);
+    if (original) await page.setViewportSize(original);
+  }
+
+  /** The phone-width check, and with LIPA_SCREENSHOTS=1 a full-page PNG at phone and desktop width. */
+  async function capture(page: Page, name: string) {
+    const original = page.viewportSize();
+    await assertFitsPhone(page, name);
+    if (SCREENSHOTS) {
+      for (const [label, size] of [
+        ['phone', PHONE],
+        ['desktop', DESKTOP],
+      ] as const) {
+        await page.setViewportSize(size);
+        await page.screenshot({
+          path: join(SCREENSHOT_DIR, `${name}-${label}.png`),
+          fullPage: true,
+          animations: 'disabled',
+          caret: 'hide',
+        });
+      }
+    }
+    if (original) await page.setViewportSize(original);
+    captured.push(name);
+  }
+
+  /** The shared login form (loginFlow in common.js): login and password, then the staging OTP. */
+  async function signIn(page: Page, login: string, password: string) {
+    await page.locator('#login').fill(login);
+    await page.locator('#password').fill(password);
+    await page.getByRole('button', { name: 'Continue', exact: true }).click();
+    await page.locator('#otp').fill(STAGING_OTP);
+    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+  }
+
+  async function createPayment(client: LipaClient, setup: { terminalId: string }, overrides: Record<string, unknown>): Promise<Payment> {
+    const reply = await client.createPayment(paymentBody(setup, overrides) as PaymentRequest);
+    assert.equal(reply.status, 201, JSON.stringify(reply.body));
+    return reply.body as Payment;
+  }
+
+  /** The payer's wallet, signed in through the page (phone, PIN, staging OTP) on first use. */
+  async function walletPage(): Promise<Page> {
+    if (wallet) return wallet;
+    const page = await payerContext.newPage();
+    await page.goto(`${lipa.url}/wallet`);
+    await signIn(page, payer.phone, payer.pin);
+    await page.locator('#wallet').waitFor({ state: 'visible' });
+    assert.equal(await page.locator('#wallet-phone').textContent(), payer.phone);
+    await until('the balance', async () => (await page.locator('#balance').textContent()) === money(5000));
+    wallet = page;
+    return page;
+  }
+
+  const requestCard = (page: Page, orderId: string) => page.locator('#pending article', { hasText: orderId });
+  const thanksHits = (paymentIdentifier: string) =>
+    receiver.received.filter((r) => r.method === 'GET' && r.path.startsWith('/thanks') && r.path.includes(paymentIdentifier));
+  const callbacksFor = (paymentIdentifier: string) =>
+    receiver.received.filter((r) => r.method === 'POST' && r.body.includes(`"paymentIdentifier":"${paymentIdentifier}"`));
+
+  test('approve: the payer approves in /wallet, the consumer page flips to paid and lands on the success URL', async () => {
+    const payerPage = await walletPage();
+    await payerPage.locator('#pending-empty').waitFor({ state: 'visible' }); // no request is waiting yet
+
+    const payment = await createPayment(shopClient, shop, {
+      payer: { method: 'phone', value: payer.phone },
+      urls: { callbackUrl: `${receiver.url}/cb`, successRedirectUrl: `${receiver.url}/thanks?ref=abc` },
+    });
+    assert.equal(payment.status, 'pending');
+    assert.equal(payment.paymentUrl, `${lipa.url}/pay/${payment.paymentIdentifier}`);
+
+    const page = await consumer.newPage();
+    const navigations: string[] = [];
+    page.on('request', (request) => {
+      if (request.isNavigationRequest() && request.frame() === page.mainFrame()) navigations.push(request.url());
+    });
+    await page.goto(payment.paymentUrl);
+    assert.equal(await page.locator('#status-badge').textContent(), 'Waiting for approval');
+    assert.equal(await page.locator('#merchant').textContent(), 'Duka Bora Ltd');
+    assert.equal(await page.locator('h1').textContent(), 'Pay Duka Bora Ltd');
+    assert.equal(await page.locator('#amount').textContent(), 'KES 1,500.50');
+    assert.equal(await page.locator('#order').textContent(), payment.orderId);
+    assert.ok(!(await page.content()).includes(payer.phone), 'the full phone never shows');
+    await capture(page, 'pay-pending');
+
+    // The request appears in the open wallet by itself (it refreshes every 2 s).
+    const card = requestCard(payerPage, payment.orderId);
+    await card.waitFor({ state: 'visible', timeout: 6000 });
+    assert.equal(await card.locator('h3').textContent(), `Duka Bora Ltd requests ${money(1500.5)}`);
+    assert.equal(await payerPage.locator('#pending-empty').isHidden(), true);
+    await capture(payerPage, 'wallet');
+
+    await card.getByLabel('Wallet PIN to approve').fill(payer.pin);
+    await card.getByRole('button', { name: 'Approve', exact: true }).click();
+    await until('the outcome', async () =>
+      ((await payerPage.locator('#outcome').textContent()) ?? '').includes(`Paid ${money(1500.5)} to Duka Bora Ltd`),
+    );
+    await card.waitFor({ state: 'detached' });
+    await until('the new balance', async () => (await payerPage.locator('#balance').textContent()) === money(3499.5));
+
+    // The consumer's page, never reloaded, turns to Paid and then lands on the merchant's page.
+    await page.waitForURL((url) => url.pathname === '/thanks', { timeout: 10_000 });
+    const landed = new URL(page.url());
+    assert.equal(landed.origin, receiver.url);
+    assert.equal(landed.searchParams.get('ref'), 'abc');
+    assert.equal(landed.searchParams.get('paymentIdentifier'), payment.paymentIdentifier);
+    assert.equal(landed.searchParams.get('orderId'), payment.orderId);
+    assert.ok(badgeChanges.includes('Paid'), `the badge showed Paid before leaving (saw ${JSON.stringify(badgeChanges)})`);
+    assert.deepEqual(navigations, [payment.paymentUrl, page.url()], 'one load of /pay, then the success URL: no reload');
+    const hits = thanksHits(payment.paymentIdentifier);
+    assert.equal(hits.length, 1, 'the receiver recorded the landing once');
+    assert.equal(`${receiver.url}${hits[0]?.path}`, page.url());
+    assert.equal(await page.locator('body').textContent(), 'ok');
+    await page.close();
+  });
+
+  test('decline: the payer declines, the consumer page shows declined and does not redirect', async () => {
+    const payerPage = await walletPage();
+    const payment = await createPayment(shopClient, shop, {
+      amount: 120,
+      payer: { method: 'phone', value: payer.phone },
+      urls: { callbackUrl: `${receiver.url}/cb`, successRedirectUrl: `${receiver.url}/thanks?ref=declined` },
+    });
+    const page = await consumer.newPage();
+    await page.goto(payment.paymentUrl);
+    assert.equal(await page.locator('#status-badge').textContent(), 'Waiting for approval');
+
+    const card = requestCard(payerPage, payment.orderId);
+    await card.waitFor({ state: 'visible', timeout: 6000 });
+    await card.getByRole('button', { name: 'Decline', exact: true }).click();
+    await until('the outcome', async () =>
+      ((await payerPage.locator('#outcome').textContent()) ?? '').includes(`You declined ${money(120)} to Duka Bora Ltd`),
+    );
+
+    await until('Declined on the consumer page', async () => (await page.locator('#status-badge').textContent()) === 'Declined');
+    assert.equal(await page.locator('#status-text').textContent(), 'The payer declined this payment.');
+    assert.match((await page.locator('#status-badge').getAttribute('class')) ?? '', /status-declined/);
+    // Two more poll periods: still here, no redirect offered, and the receiver saw no landing.
+    await sleep(2200);
+    assert.equal(page.url(), payment.paymentUrl);
+    assert.equal(await page.locator('#redirect').isHidden(), true);
+    assert.equal(thanksHits(payment.paymentIdentifier).length, 0);
+    assert.equal(receiver.received.filter((r) => r.path.includes('ref=declined')).length, 0);
+    // The balance did not move.
+    assert.equal(await payerPage.locator('#balance').textContent(), money(3499.5));
+    await page.close();
+  });
+
+  test('dashboard: the merchant creates a POS and a key, sees the payment and its callbacks, and redelivers', async () => {
+    dashboardMerchant = await createMerchant(lipa, { name: 'Soko Safi' });
+    const page = await merchantContext.newPage();
+    await page.goto(`${lipa.url}/dashboard`);
+    await signIn(page, dashboardMerchant.login, dashboardMerchant.password);
+    await page.getByRole('tab', { name: 'Points of sale' }).waitFor();
+    assert.ok(((await page.locator('#app .bar').textContent()) ?? '').includes(dashboardMerchant.login));
+
+    // A point of sale through the form; its resultUrl is the receiver.
+    const terminalId = unique('T-e2e-');
+    await page.locator('#terminalId').fill(terminalId);
+    await page.locator('#posCompanyName').fill('Soko Safi Westlands');
+    await page.locator('#description').fill('Fresh produce');
+    await page.locator('#categoryId').selectOption({ index: 1 });
+    await page.locator('#website').fill('https://soko.example');
+    await page.locator('#resultUrl').fill(`${receiver.url}/dash-result`);
+    await page.locator('#serverUrl').fill('https://api.soko.example');
+    assert.equal(await page.locator('#merchantId').inputValue(), dashboardMerchant.merchantId, 'merchantId filled in');
+    await page.getByRole('button', { name: 'Create point of sale' }).click();
+    await page.getByText(`Point of sale ${terminalId} created.`).waitFor();
+    await page.getByRole('region', { name: 'Your points of sale' }).getByText(terminalId).waitFor();
+    await assertFitsPhone(page, 'dashboard points of sale');
+
+    // A signing key: the secret is shown once, on the page.
+    await page.getByRole('tab', { name: 'Signing keys' }).click();
+    await page.locator('#key-name').fill('e2e');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    const secret = ((await page.locator('#new-secret').textContent()) ?? '').trim();
+    assert.match(secret, /^[0-9a-f]{64}$/);
+    const heading = (await page.getByRole('region', { name: 'New key' }).locator('h3').textContent()) ?? '';
+    const keyId = heading.match(/^(key_\S+) created$/)?.[1];
+    assert.ok(keyId, `a key id in ${JSON.stringify(heading)}`);
+    await page.getByRole('region', { name: 'Signing keys' }).getByText(keyId).waitFor();
+    await assertFitsPhone(page, 'dashboard signing keys with a new secret');
+
+    // A payment signed with that key to the staging payer that accepts after about a second;
+    // no success URL, so the consumer's page stays and shows Paid.
+    const client = new LipaClient({ baseUrl: lipa.url, keyId, secret });
+    const payment = await createPayment(
+      client,
+      { terminalId },
+      {
+        amount: 250,
+        payer: { method: 'phone', value: '254708000001' },
+        urls: { callbackUrl: `${receiver.url}/dash-cb` },
+      },
+    );
+    assert.equal(payment.status, 'pending');
+    const first = await until('both callbacks', () => {
+      const hits = callbacksFor(payment.paymentIdentifier);
+      return hits.length >= 2 ? hits : undefined;
+    });
+    assert.deepEqual(first.map((c) => c.path).sort(), ['/dash-cb', '/dash-result']);
+    const bodies = first.map((c) => JSON.parse(c.body));
+    const eventId: string = bodies[0].eventId;
+    assert.match(eventId, /^evt_/);
+    assert.equal(bodies[1].eventId, eventId);
+    assert.equal(bodies[0].payment.status, 'paid');
+    assert.ok(
+      client.verifyCallback({ url: `${receiver.url}${first[0]?.path}`, headers: first[0]?.headers ?? {}, body: first[0]?.body ?? '' }),
+    );
+    // The receiver answered 200; wait until the service has recorded both as delivered.
+    const token = await page.evaluate<string | null>(`sessionStorage.getItem('lipa.dashboard.token')`);
+    assert.ok(token, 'the dashboard keeps its token in sessionStorage');
+    const deliveredTimes = async (times: number) => {
+      const reply = await call(lipa.url, 'GET', `/api/v1/callbacks?paymentIdentifier=${payment.paymentIdentifier}`, { token });
+      assert.equal(reply.status, 200, reply.text);
+      const deliveries = reply.body.flatMap((e: { deliveries: { status: string; attempts: number }[] }) => e.deliveries);
+      return (
+        deliveries.length === 2 &&
+        deliveries.every((d: { status: string; attempts: number }) => d.status === 'delivered' && d.attempts === times)
+      );
+    };
+    await until('both deliveries recorded', () => deliveredTimes(1));
+
+    const consumerPage = await consumer.newPage();
+    await consumerPage.goto(payment.paymentUrl);
+    assert.equal(await consumerPage.locator('#status-badge').textContent(), 'Paid');
+    assert.equal(await consumerPage.locator('#status-text').textContent(), 'Payment received. Thank you!');
+    assert.equal(await consumerPage.locator('#redirect').isHidden(), true);
+    await capture(consumerPage, 'pay-paid');
+    await sleep(1200);
+    assert.equal(consumerPage.url(), payment.paymentUrl, 'no success URL: the page stays');
+    await consumerPage.close();
+
+    // The payments tab: the payment, paid.
+    await page.getByRole('tab', { name: 'Payments' }).click();
+    const detailsButton = page.getByRole('button', { name: `Details of order ${payment.orderId}` });
+    await detailsButton.waitFor();
+    const row = page.locator('tr', { has: detailsButton });
+    assert.equal(await row.locator('[data-label="Status"]').textContent(), 'paid');
+    assert.equal(await row.locator('[data-label="Amount"]').textContent(), money(250));
+    assert.equal(await row.locator('[data-label="Terminal"]').textContent(), terminalId);
+    await capture(page, 'dashboard-payments');
+
+    // Its detail: each callback attempt, delivered with HTTP 200.
+    const eventSection = page.getByRole('region', { name: `Callback event ${eventId}` });
+    const openDetail = async (attempts: number) => {
+      await detailsButton.click();
+      await eventSection.waitFor();
+      const text = (await eventSection.textContent()) ?? '';
+      for (const path of ['/dash-cb', '/dash-result']) assert.ok(text.includes(`${receiver.url}${path}`), `delivery to ${path} listed`);
+      assert.equal(await eventSection.locator('.status-delivered').count(), 2, 'both deliveries delivered');
+      const counts = (await eventSection.locator('p').allTextContents()).flatMap((p) => p.match(/ (\d+) attempts?$/)?.[1] ?? []);
+      assert.deepEqual(counts, [String(attempts), String(attempts)], `${attempts} attempt(s) to each URL`);
+      const codes = await eventSection.locator('[data-label="HTTP status"]').allTextContents();
+      assert.deepEqual(codes, Array(2 * attempts).fill('200'));
+    };
+    await openDetail(1);
+    assert.ok(((await page.locator('#panel').textContent()) ?? '').includes(payment.paymentIdentifier));
+    await capture(page, 'dashboard-payment');
+
+    // Redeliver: the receiver gets the same event (same eventId, same body) again at both URLs.
+    await page.getByRole('button', { name: `Redeliver ${eventId}` }).click();
+    await page.getByText('Sent again; refreshing…').waitFor();
+    const all = await until('the redelivered callbacks', () => {
+      const hits = callbacksFor(payment.paymentIdentifier);
+      return hits.length >= 4 ? hits : undefined;
+    });
+    const again = all.filter((hit) => !first.includes(hit));
+    assert.equal(again.length, 2);
+    for (const hit of again) {
+      assert.equal(JSON.parse(hit.body).eventId, eventId);
+      const original = first.find((c: Received) => c.path === hit.path);
+      assert.equal(hit.body, original?.body, `the same body again to ${hit.path}`);
+    }
+    await until('both redeliveries recorded', () => deliveredTimes(2));
+    await page.getByRole('button', { name: 'Back to payments' }).click();
+    await openDetail(2);
+  });
+
+  test('markup in a description or company name is shown as text on /pay, /wallet and /dashboard', async () => {
+    const evil = await merchantWithPos(lipa, { posCompanyName: XSS_COMPANY, resultUrl: `${receiver.url}/xss-result` });
+    const evilClient = new LipaClient({ baseUrl: lipa.url, keyId: evil.keyId, secret: evil.secret });
+    const payment = await createPayment(evilClient, evil, {
+      description: XSS_DESCRIPTION,
+      payer: { method: 'phone', value: payer.phone },
+      urls: { callbackUrl: `${receiver.url}/xss-cb` },
+    });
+
+    const assertInert = async (page: Page, where: string) => {
+      assert.equal(await page.evaluate('typeof window.__xss'), 'undefined', `no injected script ran on ${where}`);
+      assert.equal(await page.locator('main img, main b, main script').count(), 0, `no injected elements on ${where}`);
+    };
+
+    // /pay
+    const pay = await consumer.newPage();
+    await pay.goto(payment.paymentUrl);
+    assert.equal(await pay.locator('#description').textContent(), XSS_DESCRIPTION);
+    assert.equal(await pay.locator('#merchant').textContent(), XSS_COMPANY);
+    assert.equal(await pay.locator('h1').textContent(), `Pay ${XSS_COMPANY}`);
+    assert.equal(await pay.title(), `Pay ${XSS_COMPANY} · Lipa`);
+    const payText = (await pay.textContent('body')) ?? '';
+    assert.ok(payText.includes(XSS_DESCRIPTION) && payText.includes(XSS_COMPANY));
+    await sleep(1200); // a poll or two of pay.js
+    await assertInert(pay, '/pay');
+
+    // /wallet: the request, with the company name and description as text
+    const payerPage = await walletPage();
+    const card = requestCard(payerPage, payment.orderId);
+    await card.waitFor({ state: 'visible', timeout: 6000 });
+    assert.equal(await card.locator('h3').textContent(), `${XSS_COMPANY} requests ${money(1500.5)}`);
+    assert.ok(((await card.textContent()) ?? '').includes(XSS_DESCRIPTION));
+    await assertInert(payerPage, '/wallet');
+    // Answer it, so the history (also rendered from the API) shows the same text.
+    await card.getByRole('button', { name: 'Decline', exact: true }).click();
+    await until('the history row', async () => ((await payerPage.locator('#history').textContent()) ?? '').includes(XSS_DESCRIPTION));
+    assert.ok(((await payerPage.locator('#history').textContent()) ?? '').includes(XSS_COMPANY));
+    await assertInert(payerPage, '/wallet history');
+
+    // /dashboard of that merchant: the POS list and the payment's detail
+    const dash = await merchantContext.newPage();
+    await dash.goto(`${lipa.url}/dashboard`);
+    await signIn(dash, evil.login, evil.password);
+    const posList = dash.getByRole('region', { name: 'Your points of sale' });
+    await posList.getByText(evil.terminalId).waitFor();
+    assert.ok(((await posList.textContent()) ?? '').includes(XSS_COMPANY));
+    await assertInert(dash, '/dashboard points of sale');
+    await dash.getByRole('tab', { name: 'Payments' }).click();
+    await dash.getByRole('button', { name: `Details of order ${payment.orderId}` }).click();
+    await dash.getByRole('heading', { name: `Payment for order ${payment.orderId}` }).waitFor();
+    const detail = (await dash.locator('#panel').textContent()) ?? '';
+    assert.ok(detail.includes(XSS_DESCRIPTION), 'the description, as text, in the detail');
+    await assertInert(dash, '/dashboard payment detail');
+
+    // No page (these or earlier ones) had a script or style refused by the CSP, or a crash.
+    const csp = consoleErrors.filter((line) => /Content Security Policy|Refused/i.test(line));
+    assert.deepEqual(csp, [], 'no CSP violations');
+    assert.deepEqual(pageErrors, [], 'no uncaught errors in the pages');
+    await Promise.all([pay.close(), dash.close()]);
+  });
+
+  test('admin: the operator sees merchants, payers and the outbox, OTPs newest first', async () => {
+    const page = await operator.newPage();
+    await page.goto(`${lipa.url}/admin`);
+    assert.ok(!(await page.content()).includes(ADMIN_TOKEN), 'the page never carries the token');
+    await page.locator('#admin-token').fill('not-the-token');
+    await page.getByRole('button', { name: 'Open the console' }).click();
+    await page.getByText('That token was refused.').waitFor();
+    await page.locator('#admin-token').fill(ADMIN_TOKEN);
+    await page.getByRole('button', { name: 'Open the console' }).click();
+
+    const merchants = page.getByRole('region', { name: 'Merchants, newest first' });
+    await merchants.waitFor();
+    const logins = await merchants.locator('[data-label="Login"]').allTextContents();
+    for (const login of [shop.login, dashboardMerchant.login]) assert.ok(logins.includes(login), `${login} listed`);
+    assert.ok(logins.indexOf(dashboardMerchant.login) < logins.indexOf(shop.login), 'merchants newest first');
+    await assertFitsPhone(page, 'admin merchants');
+
+    await page.getByRole('tab', { name: 'Payers' }).click();
+    const payers = page.getByRole('region', { name: 'Payers, newest first' });
+    await payers.waitFor();
+    const payerRow = payers.locator('tr', { hasText: payer.phone });
+    const apiPayers = await admin(lipa, 'GET', '/api/v1/admin/payers?limit=200');
+    const balance = apiPayers.body.find((p: { phone: string }) => p.phone === payer.phone)?.balance;
+    assert.equal(balance, 3499.5);
+    assert.equal(await payerRow.locator('[data-label="Balance"]').textContent(), money(balance));
+    assert.ok(((await payers.textContent()) ?? '').includes('254708000001'), 'the staging payers too');
+    await assertFitsPhone(page, 'admin payers');
+
+    await page.getByRole('tab', { name: 'Outbox' }).click();
+    const outbox = page.getByRole('region', { name: 'Outbox, newest first' });
+    await outbox.waitFor();
+    // A fresh login sends a new OTP by SMS; the open outbox shows it on top by itself (every 3 s).
+    const started = await call(lipa.url, 'POST', '/api/v1/authorization', { body: { login: payer.phone, password: payer.pin } });
+    assert.equal(started.status, 200, started.text);
+    const otp = await lastOtpSentTo(lipa, payer.phone);
+    const firstRow = outbox.locator('tbody tr').first();
+    await until(
+      'the new OTP on top',
+      async () =>
+        (await firstRow.locator('[data-label="To"]').textContent()) === payer.phone &&
+        ((await firstRow.locator('[data-label="Content"]').textContent()) ?? '').includes(otp),
+      8000,
+    );
+    assert.equal(await firstRow.locator('[data-label="Type"]').textContent(), 'sms · otp');
+    // The same order as the API's (newest first), and the dashboard merchant's emailed OTP further down.
+    const recipients = await outbox.locator('[data-label="To"]').allTextContents();
+    const apiOutbox = await admin(lipa, 'GET', '/api/v1/admin/outbox?limit=100');
+    assert.deepEqual(
+      recipients,
+      apiOutbox.body.map((m: { to: string }) => m.to),
+    );
+    const times = apiOutbox.body.map((m: { createdAt: string }) => Date.parse(m.createdAt));
+    assert.deepEqual(
+      times,
+      [...times].sort((a, b) => b - a),
+      'newest first',
+    );
+    const types = await outbox.locator('[data-label="Type"]').allTextContents();
+    const merchantOtp = recipients.findIndex((to, i) => to === dashboardMerchant.login && types[i] === 'email · otp');
+    assert.ok(merchantOtp > 0, 'the merchant’s earlier OTP is listed below the new one');
+    await capture(page, 'admin-outbox');
+  });
+
+  test('every page state was checked at phone width (and, with LIPA_SCREENSHOTS=1, saved at both widths)', () => {
+    assert.deepEqual([...captured].sort(), [...EXPECTED_CAPTURES].sort());
+    if (!SCREENSHOTS) return;
+    for (const name of EXPECTED_CAPTURES) {
+      for (const [label, size] of [
+        ['phone', PHONE],
+        ['desktop', DESKTOP],
+      ] as const) {
+        const png = readFileSync(join(SCREENSHOT_DIR, `${name}-${label}.png`));
+        assert.equal(png.subarray(1, 4).toString('latin1'), 'PNG', `${name}-${label}.png is a PNG`);
+        assert.equal(png.readUInt32BE(16), size.width, `${name}-${label}.png is ${size.width} px wide`);
+      }
+    }
+  });
+});
