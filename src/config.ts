@@ -52,7 +52,7 @@ export function loadConfig(env: Env = process.env): Config {
     if (missing.length > 0) {
       throw new ConfigError(`production needs ${missing.join(' and ')} to be set`);
     }
-    if (env.STAGING_OTP !== undefined) {
+    if (env.STAGING_OTP !== undefined && env.STAGING_OTP !== '') {
       throw new ConfigError('STAGING_OTP must not be set in production');
     }
   }
@@ -63,12 +63,12 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError('MOCK_PORT must be 0 in production: the mock environment is for staging only');
   }
 
-  const stagingOtp = production ? null : (env.STAGING_OTP ?? '534789');
+  const stagingOtp = production ? null : env.STAGING_OTP || '534789';
   if (stagingOtp !== null && !/^[0-9]{6}$/.test(stagingOtp)) {
     throw new ConfigError('STAGING_OTP must be 6 digits');
   }
 
-  const adminToken = env.ADMIN_TOKEN ?? randomBytes(24).toString('base64url');
+  const adminToken = env.ADMIN_TOKEN || randomBytes(24).toString('base64url');
   if (adminToken.length < 16) throw new ConfigError('ADMIN_TOKEN must be at least 16 characters');
 
   return {
@@ -78,7 +78,7 @@ export function loadConfig(env: Env = process.env): Config {
     mockPort,
     databaseUrl: databaseUrl(env.DATABASE_URL ?? 'file:./data/lipa.sqlite'),
     adminToken,
-    adminTokenGenerated: env.ADMIN_TOKEN === undefined,
+    adminTokenGenerated: !env.ADMIN_TOKEN,
     stagingOtp,
     publicBaseUrl: publicBaseUrl(env.PUBLIC_BASE_URL),
     masterKey: masterKey(env.LIPA_MASTER_KEY),

@@ -101,3 +101,52 @@ describe('HTTP hygiene', () => {
     assert.equal(reply.headers.get('x-content-type-options'), 'nosniff');
   });
 });
+
+describe('authentication comes before the body', () => {
+  let lipa: Lipa;
+  before(async () => {
+    lipa = await startLipa();
+  });
+  after(() => lipa.close());
+
+  test('a bearer route without a token answers 401, whatever the body', async () => {
+    for (const options of [{ body: {} }, { raw: '{bad' }, { raw: 'x', headers: { 'content-type': 'text/plain' } }]) {
+      const reply = await call(lipa.url, 'POST', '/api/v1/points-of-sale', options);
+      assert.equal(reply.status, 401, JSON.stringify(options));
+      assert.equal(reply.body.error.code, 'unauthorized');
+    }
+    const adminReply = await call(lipa.url, 'POST', '/api/v1/admin/merchants', { raw: '{bad' });
+    assert.equal(adminReply.status, 401);
+  });
+
+  test('the messaging API answers a bad api_key with 401, whatever the body', async () => {
+    const reply = await call(lipa.url, 'POST', '/api/messages', { raw: '{bad', headers: { api_key: 'wrong' } });
+    assert.equal(reply.status, 401);
+    assert.deepEqual(Object.keys(reply.body).sort(), ['error_code', 'message', 'status']);
+    assert.equal(reply.body.error_code, 'unauthorized');
+    const lookup = await call(lipa.url, 'GET', `/api/messages/${'x'.repeat(300)}`, { headers: { api_key: 'wrong' } });
+    assert.equal(lookup.status, 401);
+    assert.equal(lookup.body.message, 'Authentication failed');
+  });
+
+  test('parallel wrong passwords cannot get past the per-login limit', async () => {
+    const login = `flood-${Date.now()}@shop.example`;
+    const replies = await Promise.all(
+      Array.from({ length: 25 }, () => call(lipa.url, 'POST', '/api/v1/authorization', { body: { login, password: 'wrong' } })),
+    );
+    const statuses = replies.map((r) => r.status);
+    assert.equal(statuses.filter((s) => s === 401).length, 10, statuses.join(','));
+    assert.equal(statuses.filter((s) => s === 429).length, 15);
+  });
+
+  test('GET /metrics speaks the Prometheus text format', async () => {
+    await call(lipa.url, 'GET', '/health');
+    const reply = await fetch(`${lipa.url}/metrics`);
+    assert.equal(reply.status, 200);
+    assert.match(reply.headers.get('content-type') ?? '', /^text\/plain/);
+    const text = await reply.text();
+    assert.match(text, /# TYPE lipa_http_requests_total counter/);
+    assert.match(text, /lipa_http_requests_total\{method="GET",route="\/health",status="200"\} [1-9]/);
+    assert.match(text, /process_resident_memory_bytes [0-9]+/);
+  });
+});

@@ -25,7 +25,7 @@ const iso = (ms: number) => new Date(ms).toISOString();
 
 /** The operator API (CONTRACT §2), behind the ADMIN_TOKEN bearer. */
 export function registerAdminRoutes(app: App, ctx: AppContext): void {
-  const common = { preHandler: requireAdmin(ctx) };
+  const common = { onRequest: requireAdmin(ctx) };
   const tags = ['Operator'];
 
   app.post(

@@ -6,7 +6,7 @@ import { DUMMY_PASSWORD_HASH, verifyPassword } from '../security/passwords.js';
 import { deriveKey } from '../security/secret-box.js';
 import { hmacHex } from '../security/tokens.js';
 import { findSubject, normaliseLogin } from './subjects.js';
-import { assertLoginNotThrottled, recordLoginFailure } from './throttle.js';
+import { countLoginAttempt, forgiveLoginAttempt } from './throttle.js';
 
 export const OTP_TTL_SECONDS = 300;
 
@@ -27,15 +27,13 @@ export function hashOtp(ctx: AppContext, login: string, otp: string): string {
  */
 export async function startLogin(ctx: AppContext, input: { login: string; password: string }, audience: Audience) {
   const login = normaliseLogin(input.login);
-  await assertLoginNotThrottled(ctx, login);
+  await countLoginAttempt(ctx, login);
   const subject = await findSubject(ctx, login);
   const admitted = subject !== undefined && (audience === 'main' || subject.type === 'payer');
   // Unknown logins pay the same scrypt cost as wrong passwords.
   const passwordOk = await verifyPassword(input.password, admitted ? subject.secretHash : await DUMMY_PASSWORD_HASH);
-  if (!admitted || !passwordOk) {
-    await recordLoginFailure(ctx, login);
-    throw invalidCredentials();
-  }
+  if (!admitted || !passwordOk) throw invalidCredentials();
+  await forgiveLoginAttempt(ctx, login);
   if (audience === 'main') {
     const otp = String(randomInt(0, 1_000_000)).padStart(6, '0');
     const now = ctx.now();

@@ -18,7 +18,7 @@ export function registerMeRoutes(app: App, ctx: AppContext): void {
   app.get(
     '/api/v1/me',
     {
-      preHandler: requireSession(ctx, 'any'),
+      onRequest: requireSession(ctx, 'any'),
       schema: {
         tags: ['Merchant session'],
         security: bearerAuth,

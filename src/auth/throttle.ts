@@ -3,25 +3,20 @@ import type { AppContext } from '../context.js';
 import { tooManyRequests } from '../http/rate-limit.js';
 
 /**
- * Failed login and OTP attempts per login, in the database so that every instance sees
- * the same count: RATE_LIMIT_LOGIN_FAILURES per 15 minutes, then 429 until the window ends.
+ * Login and OTP attempts per login, in the database so that every instance sees the same
+ * count: RATE_LIMIT_LOGIN_FAILURES failed attempts per 15 minutes, then 429 until the window
+ * ends. Each attempt is counted atomically before its password or OTP is checked (parallel
+ * guesses cannot all slip under the limit); a right password is forgiven, a confirmed OTP
+ * clears the count.
  */
 const WINDOW_MS = 15 * 60 * 1000;
 
 const keyOf = (login: string) => `login:${login}`;
 
-export async function assertLoginNotThrottled(ctx: AppContext, login: string): Promise<void> {
-  const row = await ctx.store.db.selectFrom('auth_throttle').selectAll().where('key', '=', keyOf(login)).executeTakeFirst();
-  const now = ctx.now();
-  if (row && now - row.window_start < WINDOW_MS && row.count >= ctx.config.rateLimitLoginFailures) {
-    throw tooManyRequests(row.window_start + WINDOW_MS - now);
-  }
-}
-
-export async function recordLoginFailure(ctx: AppContext, login: string): Promise<void> {
+export async function countLoginAttempt(ctx: AppContext, login: string): Promise<void> {
   const now = ctx.now();
   const stale = now - WINDOW_MS;
-  await ctx.store.write((tx) =>
+  const row = await ctx.store.write((tx) =>
     tx
       .insertInto('auth_throttle')
       .values({ key: keyOf(login), window_start: now, count: 1 })
@@ -31,7 +26,16 @@ export async function recordLoginFailure(ctx: AppContext, login: string): Promis
           window_start: sql`case when auth_throttle.window_start <= ${stale} then ${now} else auth_throttle.window_start end`,
         }),
       )
-      .execute(),
+      .returning(['count', 'window_start'])
+      .executeTakeFirstOrThrow(),
+  );
+  if (row.count > ctx.config.rateLimitLoginFailures) throw tooManyRequests(row.window_start + WINDOW_MS - now);
+}
+
+/** The attempt was not a failure (the password was right). */
+export async function forgiveLoginAttempt(ctx: AppContext, login: string): Promise<void> {
+  await ctx.store.write((tx) =>
+    tx.updateTable('auth_throttle').set({ count: sql`count - 1` }).where('key', '=', keyOf(login)).where('count', '>', 0).execute(),
   );
 }
 

@@ -33,7 +33,7 @@ const CallbackEvent = Type.Object({
 
 /** The merchant's view of its callbacks (CONTRACT §7), and manual redelivery. */
 export function registerCallbackRoutes(app: App, ctx: AppContext): void {
-  const common = { preHandler: requireSession(ctx, 'merchant') };
+  const common = { onRequest: requireSession(ctx, 'merchant') };
   const tags = ['Callbacks'];
   const security = bearerAuth;
 

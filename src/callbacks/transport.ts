@@ -47,7 +47,18 @@ const NO_ADDRESS = new Set(['ENODATA', 'ENOTFOUND']);
 export async function resolveTarget(hostname: string, servers: readonly string[] | undefined, timeoutMs: number): Promise<Resolved[]> {
   const family = isIP(hostname);
   if (family !== 0) return [{ address: hostname, family }];
-  if (!servers || servers.length === 0) return lookup(hostname, { all: true, verbatim: true });
+  if (!servers || servers.length === 0) {
+    // The system resolver has no timeout of its own: bound it by the attempt's.
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no DNS answer in ${timeoutMs} ms`)), timeoutMs);
+    });
+    try {
+      return await Promise.race([lookup(hostname, { all: true, verbatim: true }), expired]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
   const resolver = new Resolver({ timeout: Math.max(1, Math.min(timeoutMs, 5000)), tries: 2 });
   resolver.setServers([...servers]);
   const query = async (type: 4 | 6): Promise<Resolved[] | Error> => {

@@ -14,6 +14,12 @@ const LEASE_MS = 20_000;
 /** At most this many callbacks in flight per process; a slow receiver holds up only its own. */
 const MAX_IN_FLIGHT = 64;
 let inFlight = 0;
+const running = new Set<Promise<void>>();
+
+/** Resolves when the attempts on the wire are done and recorded (used on shutdown). */
+export async function callbacksInFlight(): Promise<void> {
+  await Promise.allSettled([...running]);
+}
 
 /** The delay before the next try after `attempts` failed ones, with ±20 % jitter. */
 export function retryDelayMs(baseSeconds: number, attempts: number): number {
@@ -57,7 +63,11 @@ export async function deliverDueCallbacks(ctx: AppContext): Promise<number> {
   // Not awaited: the next round claims what is due while these are on the wire.
   for (const delivery of claimed) {
     inFlight++;
-    void attempt(ctx, delivery).finally(() => inFlight--);
+    const sending = attempt(ctx, delivery).finally(() => {
+      inFlight--;
+      running.delete(sending);
+    });
+    running.add(sending);
   }
   return claimed.length;
 }
@@ -126,9 +136,12 @@ async function record(ctx: AppContext, delivery: Selectable<CallbackDeliveryTabl
       .execute();
     const current = await tx
       .selectFrom('callback_deliveries')
-      .select(['attempts', 'redeliver_requested'])
+      .select(['attempts', 'redeliver_requested', 'locked_until'])
       .where('id', '=', delivery.id)
       .executeTakeFirstOrThrow();
+    // The lease ran out and another worker has the delivery now: this attempt is on record,
+    // but the delivery's state is theirs to set.
+    if (current.locked_until !== delivery.locked_until) return current.attempts;
     const made = current.attempts + 1;
     // A redelivery asked for while this attempt was on the wire: one more try, now.
     const again = current.redeliver_requested === 1;

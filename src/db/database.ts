@@ -234,3 +234,12 @@ export function isUniqueViolation(error: unknown): boolean {
   const code = (error as { code?: string } | null)?.code;
   return code === '23505' || code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY';
 }
+
+/**
+ * Serialises transactions about one phone number (a payment to it, its wallet's
+ * registration) until commit. SQLite runs one write transaction at a time already;
+ * PostgreSQL takes a transaction-scoped advisory lock.
+ */
+export async function lockPhone(store: Db, tx: Tx, phone: string): Promise<void> {
+  if (store.dialect === 'postgres') await sql`select pg_advisory_xact_lock(hashtext(${`phone:${phone}`}))`.execute(tx);
+}

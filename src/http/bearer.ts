@@ -14,7 +14,7 @@ function bearerToken(request: FastifyRequest): string | null {
 }
 
 /**
- * A preHandler that admits only a live session of the given kind (`any`: merchant or payer)
+ * An onRequest hook (before the body is read) that admits only a live session of the given kind (`any`: merchant or payer)
  * opened on this listener. Sessions from the mock environment are refused by the main
  * listener (CONTRACT §3).
  */
@@ -37,7 +37,7 @@ export function requireSession(ctx: AppContext, kind: SubjectType | 'any', audie
   };
 }
 
-/** A preHandler for the operator API: the bearer token must be ADMIN_TOKEN. */
+/** An onRequest hook for the operator API: the bearer token must be ADMIN_TOKEN. */
 export function requireAdmin(ctx: AppContext) {
   return async (request: FastifyRequest): Promise<void> => {
     const token = bearerToken(request);

@@ -33,7 +33,13 @@ export function createServer(logger: FastifyBaseLogger): App {
   const app = Fastify({
     loggerInstance: logger,
     bodyLimit: BODY_LIMIT,
-    maxParamLength: 200,
+    // Long enough that an over-long id reaches its route and gets a proper 404.
+    maxParamLength: 1000,
+    // Errors the router raises before any hook (a malformed URL) also get the one error body.
+    frameworkErrors: (error, request, reply) => {
+      reply.header('x-request-id', request.id);
+      sendError(reply, new AppError(error.statusCode === 404 ? 'not_found' : 'invalid_json', error.message));
+    },
     requestTimeout: 30_000,
     connectionTimeout: 60_000,
     keepAliveTimeout: 72_000,
@@ -71,10 +77,11 @@ export function createServer(logger: FastifyBaseLogger): App {
 
   // Any other content type is refused (415); on a signed route only after the signature.
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (request: FastifyRequest, body: Buffer, done) => {
-    const unsupported = new AppError('unsupported_media_type', 'Send the body as application/json.');
-    if (!request.routeOptions.config.signed) return done(unsupported, undefined);
+    if (!request.routeOptions.config.signed)
+      return done(new AppError('unsupported_media_type', 'Send the body as application/json.'), undefined);
+    // On a signed route, the interface's answer to a malformed payload: 422, after the signature.
     request.rawBody = body;
-    request.deferredBodyError = unsupported;
+    request.deferredBodyError = new AppError('invalid_json', 'The body must be JSON (Content-Type: application/json).');
     done(null, undefined);
   });
 

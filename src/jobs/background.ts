@@ -1,4 +1,4 @@
-import { deliverDueCallbacks } from '../callbacks/worker.js';
+import { callbacksInFlight, deliverDueCallbacks } from '../callbacks/worker.js';
 import type { AppContext } from '../context.js';
 import { expireDuePayments } from '../payments/expire.js';
 import { answerForTestPayers, ensureStagingPayers } from '../wallet/staging-payers.js';
@@ -22,6 +22,8 @@ export async function startBackground(ctx: AppContext): Promise<{ stop(): Promis
   return {
     async stop() {
       await Promise.all(tasks.map((t) => t.stop()));
+      // Callbacks on the wire finish and are recorded before the database closes.
+      await callbacksInFlight();
     },
   };
 }

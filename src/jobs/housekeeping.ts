@@ -18,6 +18,7 @@ export async function purgeExpired(ctx: AppContext): Promise<void> {
       .deleteFrom('auth_throttle')
       .where('window_start', '<=', now - DAY_MS)
       .execute();
+    await tx.deleteFrom('nonces').where('expires_at', '<=', now).execute();
   });
 }
 

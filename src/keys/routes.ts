@@ -8,7 +8,7 @@ import { ApiKeyCreated, ApiKeyListed, IdParams, KeyIdParams, MessagingKeyCreated
 
 /** Signing keys and messaging keys of the calling merchant (CONTRACT §4). */
 export function registerKeyRoutes(app: App, ctx: AppContext): void {
-  const common = { preHandler: requireSession(ctx, 'merchant') };
+  const common = { onRequest: requireSession(ctx, 'merchant') };
   const tags = ['Keys'];
   const security = bearerAuth;
 

@@ -27,7 +27,7 @@ export function registerMerchantMessageRoutes(app: App, ctx: AppContext): void {
   app.get(
     '/api/v1/messages',
     {
-      preHandler: requireSession(ctx, 'merchant'),
+      onRequest: requireSession(ctx, 'merchant'),
       schema: {
         tags: ['Messaging'],
         security: bearerAuth,

@@ -185,7 +185,18 @@ export class Messenger implements Notifier {
       hotQuery(
         tx,
         'messages.record-attempt',
-        [status, result?.providerId ?? null, attempts, Math.round(next), 0, error?.message ?? null, content, now, message.id],
+        [
+          status,
+          result?.providerId ?? null,
+          attempts,
+          Math.round(next),
+          0,
+          error?.message ?? null,
+          content,
+          now,
+          message.id,
+          message.locked_until,
+        ],
         () =>
           tx
             .updateTable('messages')
@@ -199,7 +210,9 @@ export class Messenger implements Notifier {
               content,
               updated_at: now,
             })
-            .where('id', '=', message.id),
+            .where('id', '=', message.id)
+            // Only while this process still holds the lease it sent under.
+            .where('locked_until', '=', message.locked_until),
       ),
     );
     const early = result?.providerId ? this.earlyReceipts.get(result.providerId) : undefined;

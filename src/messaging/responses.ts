@@ -21,9 +21,7 @@ const SMS_MESSAGES: Record<string, string> = {
 
 export const messagingReply = {
   emailAccepted: (reply: FastifyReply, id: string, status: string) =>
-    reply
-      .code(200)
-      .send({ status: 'success', message: status === 'queued' ? 'Email accepted and queued for delivery' : 'Email sent successfully', id }),
+    reply.code(200).send({ status: 'success', message: EMAIL_MESSAGES[status] ?? 'Email accepted', id }),
 
   emailBadRequest: (reply: FastifyReply, message: string) => reply.code(400).send({ status: 'error', message }),
 
@@ -35,9 +33,7 @@ export const messagingReply = {
       .send(JSON.stringify(`The recipient email address is invalid: ${address}`)),
 
   smsAccepted: (reply: FastifyReply, id: string, status: string) =>
-    reply
-      .code(201)
-      .send({ message: status === 'queued' ? 'SMS accepted and queued for delivery' : 'SMS sent successfully', data: { status, id } }),
+    reply.code(201).send({ message: SMS_MESSAGES[status] ?? 'SMS accepted', data: { status, id } }),
 
   badRequest: (reply: FastifyReply, message: string) => reply.code(400).send({ status: 'error', message, error_code: 'bad_request' }),
 

@@ -65,9 +65,29 @@ export async function registerMessagingRoutes(app: App, ctx: AppContext): Promis
     const tags = ['Messaging'];
     const security = [{ apiKey: [] }];
 
+    // The api_key is checked first, in onRequest: a bad key is 401 whatever the body is.
+    const keys = new WeakMap<FastifyRequest, MessagingKey>();
+    const keyFor = (request: FastifyRequest): MessagingKey => {
+      const key = keys.get(request);
+      if (!key) throw new Error('route is missing its api_key check');
+      return key;
+    };
+    const sendKey = async (request: FastifyRequest, reply: FastifyReply) => {
+      const key = await keyOf(request);
+      if (!key) return messagingReply.unauthorized(reply);
+      keys.set(request, key);
+    };
+    const lookupKey = async (request: FastifyRequest, reply: FastifyReply) => {
+      if (!request.headers.api_key) return messagingReply.lookupAuthenticationFailed(reply, 'The api_key header is missing.');
+      const key = await keyOf(request);
+      if (!key) return messagingReply.lookupAuthenticationFailed(reply, 'The api_key is invalid or revoked.');
+      keys.set(request, key);
+    };
+
     scope.post(
       '/api/messages',
       {
+        onRequest: sendKey,
         // Documented here; checked by validateMessage so that refusals take the interface's shapes.
         attachValidation: true,
         schema: {
@@ -83,8 +103,7 @@ export async function registerMessagingRoutes(app: App, ctx: AppContext): Promis
         },
       },
       async (request, reply) => {
-        const key = await keyOf(request);
-        if (!key) return messagingReply.unauthorized(reply);
+        const key = keyFor(request);
         const tooMany = limited(reply, key);
         if (tooMany) return tooMany;
         const valid = validateMessage(request.body);
@@ -127,6 +146,7 @@ export async function registerMessagingRoutes(app: App, ctx: AppContext): Promis
     scope.get(
       '/api/messages/:message_id',
       {
+        onRequest: lookupKey,
         schema: {
           tags,
           security,
@@ -135,10 +155,7 @@ export async function registerMessagingRoutes(app: App, ctx: AppContext): Promis
         },
       },
       async (request, reply) => {
-        const header = request.headers.api_key;
-        if (!header) return messagingReply.lookupAuthenticationFailed(reply, 'The api_key header is missing.');
-        const key = await keyOf(request);
-        if (!key) return messagingReply.lookupAuthenticationFailed(reply, 'The api_key is invalid or revoked.');
+        const key = keyFor(request);
         const tooMany = limited(reply, key);
         if (tooMany) return tooMany;
         const id = request.params.message_id;

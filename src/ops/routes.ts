@@ -3,6 +3,7 @@ import type { AppContext } from '../context.js';
 import { AppError } from '../http/errors.js';
 import { errors } from '../http/schemas.js';
 import type { App } from '../http/types.js';
+import { registerMetrics } from './metrics.js';
 
 export function registerOpsRoutes(app: App, ctx: AppContext): void {
   const tags = ['Operations'];
@@ -35,4 +36,5 @@ export function registerOpsRoutes(app: App, ctx: AppContext): void {
   );
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  registerMetrics(app, ctx);
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { AppContext } from '../context.js';
 import type { Tx } from '../db/database.js';
-import { isUniqueViolation } from '../db/database.js';
+import { isUniqueViolation, lockPhone } from '../db/database.js';
 import { AppError } from '../http/errors.js';
 import { accountId, balanceOf, CASH_IN_OWNER, openAccount, postTransaction } from '../ledger/ledger.js';
 import { fromMinorUnits, toMinorUnits } from '../ledger/money.js';
@@ -49,6 +49,7 @@ export async function createPayer(ctx: AppContext, input: NewPayer) {
   const now = ctx.now();
   try {
     await ctx.store.write(async (tx) => {
+      await lockPhone(ctx.store, tx, input.phone);
       await tx.insertInto('payers').values({ id, phone: input.phone, name: input.name, pin_hash: pinHash, created_at: now }).execute();
       const wallet = await openAccount(tx, 'wallet', id, now);
       if (opening > 0) {

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Static } from 'typebox';
 import type { AppContext } from '../context.js';
-import type { Tx } from '../db/database.js';
+import { lockPhone, type Tx } from '../db/database.js';
 import { hotQuery } from '../db/hot-query.js';
 import type { PaymentTable } from '../db/schema.js';
 import { AppError, validationError } from '../http/errors.js';
@@ -111,6 +111,13 @@ export async function createPayment(ctx: AppContext, signer: Signer, body: Body)
     await consumeNonce(tx, signer);
     const existing = await findByOrder(tx, body.terminalId, body.orderId);
     if (existing) return existing;
+    if (row.status === 'no_user') {
+      // A wallet registered for this phone since the lookup above must not leave the payment
+      // waiting as no_user: look again under the phone's lock (createPayer takes it too).
+      await lockPhone(ctx.store, tx, row.payer_phone);
+      const registered = await tx.selectFrom('payers').select('id').where('phone', '=', row.payer_phone).executeTakeFirst();
+      if (registered) Object.assign(row, { status: 'pending', payer_id: registered.id });
+    }
     const inserted = await hotQuery(tx, 'create-payment.insert', Object.values(row), () =>
       tx
         .insertInto('payments')

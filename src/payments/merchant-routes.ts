@@ -29,7 +29,7 @@ export function registerMerchantPaymentRoutes(app: App, ctx: AppContext): void {
   app.get(
     '/api/v1/payments',
     {
-      preHandler: requireSession(ctx, 'merchant'),
+      onRequest: requireSession(ctx, 'merchant'),
       schema: {
         tags: ['Payments'],
         security: bearerAuth,

@@ -108,9 +108,6 @@ export function verifySignedRequest(ctx: AppContext) {
       throw refuse('signature_mismatch', 'X-Service-Signature does not match.');
     }
 
-    // Counted only once signed: a stranger who knows a key id cannot exhaust its limit.
-    perKey.hit(keyId);
-
     // A nonce seen before is refused here; recording it happens in the operation's own
     // transaction (consumeNonce), so a request costs one commit, not two.
     if (key.seen !== null) throw nonceReused();
@@ -122,6 +119,9 @@ export function verifySignedRequest(ctx: AppContext) {
       nonceExpiresAt: (Number(timestamp) + TIMESTAMP_WINDOW_SECONDS + 60) * 1000,
       nonceRecorded: false,
     };
+    // Counted only once signed (a stranger who knows a key id cannot exhaust its limit), and
+    // after the signer is known, so a refused request still uses up its nonce.
+    perKey.hit(keyId);
     if (request.deferredBodyError) throw request.deferredBodyError;
   };
 }

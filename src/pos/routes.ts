@@ -8,7 +8,7 @@ import { PointOfSale, PosBody } from './schemas.js';
 
 /** Endpoint 4 and the merchant's list of its points of sale. */
 export function registerPosRoutes(app: App, ctx: AppContext): void {
-  const common = { preHandler: requireSession(ctx, 'merchant') };
+  const common = { onRequest: requireSession(ctx, 'merchant') };
   const tags = ['Points of sale'];
 
   app.post(

@@ -13,7 +13,7 @@ const iso = (ms: number) => new Date(ms).toISOString();
 
 /** The payer side (CONTRACT §6): balance, payments, approve with PIN, decline. */
 export function registerWalletRoutes(app: App, ctx: AppContext): void {
-  const common = { preHandler: requireSession(ctx, 'payer') };
+  const common = { onRequest: requireSession(ctx, 'payer') };
   const tags = ['Wallet'];
   const security = bearerAuth;
 

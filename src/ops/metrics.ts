@@ -1,0 +1,81 @@
+import type { AppContext } from '../context.js';
+import type { App } from '../http/types.js';
+
+const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+
+interface Series {
+  count: number;
+  sum: number;
+  buckets: number[];
+}
+
+const label = (value: string) => value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
+
+/**
+ * GET /metrics in the Prometheus text format: requests and their durations per route
+ * pattern (never per raw URL, so ids do not explode the series), payments and messages by
+ * status, callback deliveries pending, and process memory.
+ */
+export function registerMetrics(app: App, ctx: AppContext): void {
+  const series = new Map<string, Series>();
+
+  app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url ?? 'unmatched';
+    const key = `method="${label(request.method)}",route="${label(route)}",status="${reply.statusCode}"`;
+    let s = series.get(key);
+    if (!s) {
+      s = { count: 0, sum: 0, buckets: BUCKETS.map(() => 0) };
+      series.set(key, s);
+    }
+    const seconds = reply.elapsedTime / 1000;
+    s.count++;
+    s.sum += seconds;
+    BUCKETS.forEach((bound, i) => {
+      if (seconds <= bound && s) s.buckets[i] = (s.buckets[i] ?? 0) + 1;
+    });
+  });
+
+  app.get('/metrics', { schema: { tags: ['Operations'], summary: 'Prometheus metrics' } }, async (_request, reply) => {
+    const lines: string[] = [];
+    lines.push(
+      '# HELP lipa_http_requests_total HTTP requests by method, route pattern and status.',
+      '# TYPE lipa_http_requests_total counter',
+    );
+    for (const [key, s] of series) lines.push(`lipa_http_requests_total{${key}} ${s.count}`);
+    lines.push('# HELP lipa_http_request_duration_seconds HTTP request duration.', '# TYPE lipa_http_request_duration_seconds histogram');
+    for (const [key, s] of series) {
+      BUCKETS.forEach((bound, i) => lines.push(`lipa_http_request_duration_seconds_bucket{${key},le="${bound}"} ${s.buckets[i]}`));
+      lines.push(`lipa_http_request_duration_seconds_bucket{${key},le="+Inf"} ${s.count}`);
+      lines.push(`lipa_http_request_duration_seconds_sum{${key}} ${s.sum}`, `lipa_http_request_duration_seconds_count{${key}} ${s.count}`);
+    }
+    const db = ctx.store.db;
+    const payments = await db
+      .selectFrom('payments')
+      .select(['status', (eb) => eb.fn.countAll<number>().as('n')])
+      .groupBy('status')
+      .execute();
+    lines.push('# HELP lipa_payments Payments by status.', '# TYPE lipa_payments gauge');
+    for (const p of payments) lines.push(`lipa_payments{status="${label(p.status)}"} ${Number(p.n)}`);
+    const messages = await db
+      .selectFrom('messages')
+      .select(['type', 'status', (eb) => eb.fn.countAll<number>().as('n')])
+      .groupBy(['type', 'status'])
+      .execute();
+    lines.push('# HELP lipa_messages Messages by type and status.', '# TYPE lipa_messages gauge');
+    for (const m of messages) lines.push(`lipa_messages{type="${label(m.type)}",status="${label(m.status)}"} ${Number(m.n)}`);
+    const pending = await db
+      .selectFrom('callback_deliveries')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('status', '=', 'pending')
+      .executeTakeFirst();
+    lines.push(
+      '# HELP lipa_callback_deliveries_pending Callback deliveries waiting to be sent or retried.',
+      '# TYPE lipa_callback_deliveries_pending gauge',
+    );
+    lines.push(`lipa_callback_deliveries_pending ${Number(pending?.n ?? 0)}`);
+    const memory = process.memoryUsage();
+    lines.push('# TYPE process_resident_memory_bytes gauge', `process_resident_memory_bytes ${memory.rss}`);
+    lines.push('# TYPE nodejs_heap_used_bytes gauge', `nodejs_heap_used_bytes ${memory.heapUsed}`);
+    return reply.type('text/plain; version=0.0.4; charset=utf-8').send(`${lines.join('\n')}\n`);
+  });
+}
