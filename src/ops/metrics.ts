@@ -44,7 +44,9 @@ export function registerMetrics(app: App, ctx: AppContext): void {
     for (const [key, s] of series) lines.push(`lipa_http_requests_total{${key}} ${s.count}`);
     lines.push('# HELP lipa_http_request_duration_seconds HTTP request duration.', '# TYPE lipa_http_request_duration_seconds histogram');
     for (const [key, s] of series) {
-      BUCKETS.forEach((bound, i) => lines.push(`lipa_http_request_duration_seconds_bucket{${key},le="${bound}"} ${s.buckets[i]}`));
+      BUCKETS.forEach((bound, i) => {
+        lines.push(`lipa_http_request_duration_seconds_bucket{${key},le="${bound}"} ${s.buckets[i]}`);
+      });
       lines.push(`lipa_http_request_duration_seconds_bucket{${key},le="+Inf"} ${s.count}`);
       lines.push(`lipa_http_request_duration_seconds_sum{${key}} ${s.sum}`, `lipa_http_request_duration_seconds_count{${key}} ${s.count}`);
     }
