@@ -34,7 +34,7 @@ export function createServer(logger: FastifyBaseLogger): App {
     loggerInstance: logger,
     bodyLimit: BODY_LIMIT,
     // Long enough that an over-long id reaches its route and gets a proper 404.
-    maxParamLength: 1000,
+    routerOptions: { maxParamLength: 1000 },
     // Errors the router raises before any hook (a malformed URL) also get the one error body.
     frameworkErrors: (error, request, reply) => {
       reply.header('x-request-id', request.id);
