@@ -367,7 +367,7 @@ async function createOne(url: string, setup: { keyId: string; secret: string; te
 }
 
 function print(rows: Row[]): void {
-  const base = rows.find((r) => r.scenario.startsWith('(c)'))?.rps ?? 1;
+  const base = rows.find((r) => r.scenario.startsWith('(c)'))?.rps;
   const header = [
     'scenario',
     'req/s',
@@ -383,7 +383,7 @@ function print(rows: Row[]): void {
   const lines = rows.map((r) => [
     r.scenario,
     r.rps.toFixed(0),
-    `${((r.rps / base) * 100).toFixed(1)} %`,
+    base ? `${((r.rps / base) * 100).toFixed(1)} %` : '—',
     r.p50.toFixed(1),
     r.p99.toFixed(1),
     String(r.errors),
