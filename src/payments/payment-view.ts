@@ -9,25 +9,6 @@ export function paymentUrl(ctx: AppContext, origin: string, id: string): string 
   return `${ctx.config.publicBaseUrl ?? origin}/pay/${id}`;
 }
 
-/** A payment as the merchant API shows it. */
-export function toPaymentView(ctx: AppContext, origin: string, p: PaymentTable) {
-  return {
-    paymentIdentifier: p.id,
-    status: p.status,
-    ...(p.status === 'declined' && p.reason ? { reason: p.reason } : {}),
-    terminalId: p.terminal_id,
-    orderId: p.order_id,
-    amount: fromMinorUnits(p.amount),
-    currency: p.currency,
-    merchantStika: p.merchant_stika,
-    description: p.description,
-    createdAt: iso(p.created_at),
-    updatedAt: iso(p.updated_at),
-    expiresAt: iso(p.expires_at),
-    paymentUrl: paymentUrl(ctx, origin, p.id),
-  };
-}
-
 /** The `payment` object of a callback (CONTRACT §7). */
 export function toCallbackPayment(p: PaymentTable) {
   return {
@@ -40,5 +21,16 @@ export function toCallbackPayment(p: PaymentTable) {
     currency: p.currency,
     merchantStika: p.merchant_stika,
     updatedAt: iso(p.updated_at),
+  };
+}
+
+/** A payment as the merchant API shows it: the callback's fields and a few more. */
+export function toPaymentView(ctx: AppContext, origin: string, p: PaymentTable) {
+  return {
+    ...toCallbackPayment(p),
+    description: p.description,
+    createdAt: iso(p.created_at),
+    expiresAt: iso(p.expires_at),
+    paymentUrl: paymentUrl(ctx, origin, p.id),
   };
 }

@@ -1,10 +1,7 @@
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { selfSignedCertificate } from './self-signed.js';
 
 export interface Received {
   method: string;
@@ -59,32 +56,7 @@ export async function startReceiver(options: { https?: boolean } = {}): Promise<
       res.writeHead(status, { 'content-type': 'text/plain' }).end('ok');
     });
   };
-  let certDir: string | null = null;
-  const server = options.https
-    ? (() => {
-        certDir = mkdtempSync(join(tmpdir(), 'lipa-cert-'));
-        execFileSync(
-          'openssl',
-          [
-            'req',
-            '-x509',
-            '-newkey',
-            'rsa:2048',
-            '-nodes',
-            '-subj',
-            '/CN=localhost',
-            '-days',
-            '1',
-            '-keyout',
-            join(certDir, 'key.pem'),
-            '-out',
-            join(certDir, 'cert.pem'),
-          ],
-          { stdio: 'ignore' },
-        );
-        return createHttpsServer({ key: readFileSync(join(certDir, 'key.pem')), cert: readFileSync(join(certDir, 'cert.pem')) }, handler);
-      })()
-    : createHttpServer(handler);
+  const server = options.https ? createHttpsServer(selfSignedCertificate(), handler) : createHttpServer(handler);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   receiver.url = `${options.https ? 'https' : 'http'}://127.0.0.1:${port}`;
@@ -92,7 +64,6 @@ export async function startReceiver(options: { https?: boolean } = {}): Promise<
     new Promise<void>((resolve) => {
       server.closeAllConnections();
       server.close(() => resolve());
-      if (certDir) rmSync(certDir, { recursive: true, force: true });
     });
   return receiver;
 }

@@ -1,9 +1,6 @@
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import smpp from 'smpp';
+import { selfSignedCertificate } from './self-signed.js';
 
 export interface SubmittedSms {
   source: string;
@@ -105,33 +102,7 @@ export async function startSmppPeer(options: SmppPeerOptions = {}): Promise<Smpp
     timers.add(timer);
   };
 
-  let certDir: string | null = null;
-  let tlsOptions: { key: Buffer; cert: Buffer } | null = null;
-  if (options.tls) {
-    certDir = mkdtempSync(join(tmpdir(), 'lipa-smpp-cert-'));
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'rsa:2048',
-        '-nodes',
-        '-subj',
-        '/CN=localhost',
-        '-addext',
-        'subjectAltName=IP:127.0.0.1,DNS:localhost',
-        '-days',
-        '1',
-        '-keyout',
-        join(certDir, 'key.pem'),
-        '-out',
-        join(certDir, 'cert.pem'),
-      ],
-      { stdio: 'ignore' },
-    );
-    tlsOptions = { key: readFileSync(join(certDir, 'key.pem')), cert: readFileSync(join(certDir, 'cert.pem')) };
-  }
+  const tlsOptions: { key: Buffer; cert: Buffer } | null = options.tls ? selfSignedCertificate() : null;
 
   const sendReceipt = (receipt: Record<string, unknown>) => {
     const session = [...bound][0];
@@ -294,7 +265,6 @@ export async function startSmppPeer(options: SmppPeerOptions = {}): Promise<Smpp
       for (const timer of timers) clearTimeout(timer);
       timers.clear();
       await stopServer();
-      if (certDir) rmSync(certDir, { recursive: true, force: true });
     },
   };
   return peer;

@@ -1,10 +1,7 @@
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { simpleParser } from 'mailparser';
 import { SMTPServer, type SMTPServerOptions } from 'smtp-server';
+import { selfSignedCertificate } from './self-signed.js';
 
 export interface ReceivedMail {
   /** Envelope sender (MAIL FROM). */
@@ -61,32 +58,7 @@ function smtpError(message: string, responseCode: number): Error {
 
 export async function startSmtpPeer(options: SmtpPeerOptions = {}): Promise<SmtpPeer> {
   const rejected = new Set((options.rejectRecipients ?? []).map((a) => a.toLowerCase()));
-  let certDir: string | null = null;
-  const tls: Pick<SMTPServerOptions, 'key' | 'cert'> = {};
-  if (options.starttls) {
-    certDir = mkdtempSync(join(tmpdir(), 'lipa-smtp-cert-'));
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'rsa:2048',
-        '-nodes',
-        '-subj',
-        '/CN=localhost',
-        '-days',
-        '1',
-        '-keyout',
-        join(certDir, 'key.pem'),
-        '-out',
-        join(certDir, 'cert.pem'),
-      ],
-      { stdio: 'ignore' },
-    );
-    tls.key = readFileSync(join(certDir, 'key.pem'));
-    tls.cert = readFileSync(join(certDir, 'cert.pem'));
-  }
+  const tls: Pick<SMTPServerOptions, 'key' | 'cert'> = options.starttls ? selfSignedCertificate() : {};
   const disabled: string[] = [];
   // Without key/cert smtp-server would still offer STARTTLS with its bundled certificate.
   if (!options.starttls) disabled.push('STARTTLS');
@@ -183,7 +155,6 @@ export async function startSmtpPeer(options: SmtpPeerOptions = {}): Promise<Smtp
   peer.close = () =>
     new Promise<void>((resolve) => {
       server.close(() => resolve());
-      if (certDir) rmSync(certDir, { recursive: true, force: true });
     });
   return peer;
 }
