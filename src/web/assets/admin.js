@@ -1,7 +1,7 @@
 // The operator console (/admin). The ADMIN_TOKEN is typed in by the operator, kept in
 // sessionStorage (this tab only) and sent as a Bearer header; it is never part of the page.
 // Every user-supplied string (names, logins, message content) goes in through textContent.
-import { $, api, el, errorText, money, session, show, statusBadge, table, tabs, when } from './common.js';
+import { $, api, el, errorText, field, money, problem, session, show, statusBadge, statusLine, table, tabs, when } from './common.js';
 
 const TOKEN = 'lipa.admin.token';
 const root = $('#app');
@@ -14,19 +14,6 @@ async function call(method, path, body) {
   if (reply.status === 401 && token) forget('The ADMIN_TOKEN was refused. Enter it again.');
   return reply;
 }
-
-function problem(reply) {
-  const details = reply.body?.error?.details ?? [];
-  const extra = details.length > 1 ? ` (${details.map((d) => `${d.field} ${d.message}`).join('; ')})` : '';
-  return `${errorText(reply)}${extra}`;
-}
-
-const status = () => el('p', { role: 'status', 'aria-live': 'polite' });
-const field = (id, label, input, hint) => [
-  el('label', { for: id, text: label }),
-  input,
-  hint ? el('p', { class: 'hint', id: `${id}-hint`, text: hint }) : null,
-];
 
 function stopOutbox() {
   if (outboxTimer !== null) clearInterval(outboxTimer);
@@ -50,7 +37,7 @@ function tokenView(message, kind = 'error') {
     required: true,
     'aria-describedby': 'admin-token-hint',
   });
-  const formStatus = status();
+  const formStatus = statusLine();
   const form = el(
     'form',
     {},
@@ -142,7 +129,7 @@ async function merchantsView(view) {
     }),
     name: el('input', { id: 'm-name', name: 'name', required: true, maxlength: '200' }),
   };
-  const formStatus = status();
+  const formStatus = statusLine();
   const form = el(
     'form',
     { 'aria-labelledby': 'm-new' },
@@ -215,7 +202,7 @@ async function payersView(view) {
     }),
     balance: el('input', { id: 'p-balance', name: 'balance', type: 'number', min: '0', step: '0.01', inputmode: 'decimal' }),
   };
-  const createStatus = status();
+  const createStatus = statusLine();
   const createForm = el(
     'form',
     { 'aria-labelledby': 'p-new' },
@@ -250,7 +237,7 @@ async function payersView(view) {
       inputmode: 'decimal',
     }),
   };
-  const depositStatus = status();
+  const depositStatus = statusLine();
   const depositForm = el(
     'form',
     { 'aria-labelledby': 'd-new' },

@@ -201,3 +201,20 @@ export function table({ caption, columns, rows, empty = 'Nothing yet.' }) {
     ),
   );
 }
+
+/** An error answer as text: the message, then each field named in details. */
+export function problem(reply) {
+  const details = reply.body?.error?.details ?? [];
+  const extra = details.length > 1 ? ` (${details.map((d) => `${d.field} ${d.message}`).join('; ')})` : '';
+  return `${errorText(reply)}${extra}`;
+}
+
+/** A polite live region for the outcome of a form. */
+export const statusLine = () => el('p', { role: 'status', 'aria-live': 'polite' });
+
+/** A labelled input with an optional hint. */
+export const field = (id, label, input, hint) => [
+  el('label', { for: id, text: label }),
+  input,
+  hint ? el('p', { class: 'hint', id: `${id}-hint`, text: hint }) : null,
+];

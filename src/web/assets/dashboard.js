@@ -2,7 +2,23 @@
 // merchant's bearer token, kept in sessionStorage (this tab only). Every string that came
 // from a user (company names, descriptions, order ids, message content, URLs) reaches the
 // page through textContent (el() children and `text`), never as HTML.
-import { $, api, el, errorText, loginFlow, money, session, show, statusBadge, table, tabs, when } from './common.js';
+import {
+  $,
+  api,
+  el,
+  errorText,
+  field,
+  loginFlow,
+  money,
+  problem,
+  session,
+  show,
+  statusBadge,
+  statusLine,
+  table,
+  tabs,
+  when,
+} from './common.js';
 
 const TOKEN = 'lipa.dashboard.token';
 const root = $('#app');
@@ -23,20 +39,6 @@ function signOut(message, kind = 'error') {
   session.clear(TOKEN);
   signInView(message, kind);
 }
-
-/** An error answer as text: the message, then each field named in details. */
-function problem(reply) {
-  const details = reply.body?.error?.details ?? [];
-  const extra = details.length > 1 ? ` (${details.map((d) => `${d.field} ${d.message}`).join('; ')})` : '';
-  return `${errorText(reply)}${extra}`;
-}
-
-const status = () => el('p', { role: 'status', 'aria-live': 'polite' });
-const field = (id, label, input, hint) => [
-  el('label', { for: id, text: label }),
-  input,
-  hint ? el('p', { class: 'hint', id: `${id}-hint`, text: hint }) : null,
-];
 
 function signInView(message, kind = 'error') {
   const form = el('div');
@@ -118,7 +120,7 @@ async function loadCategories() {
 
 async function posView(panel) {
   const list = el('div', { 'aria-busy': 'true' }, el('p', { class: 'muted', text: 'Loading…' }));
-  const formStatus = status();
+  const formStatus = statusLine();
   const [cats] = await Promise.all([loadCategories()]);
   const names = new Map(cats.map((c) => [c.categoryId, `${c.mcc} · ${c.name}`]));
 
@@ -225,10 +227,10 @@ async function posView(panel) {
 function keysView({ title, path, intro, idOf, secretOf, secretLabel, extraColumns = [] }) {
   return async (panel) => {
     const list = el('div', {}, el('p', { class: 'muted', text: 'Loading…' }));
-    const listStatus = status();
+    const listStatus = statusLine();
     const created = el('div');
     const nameInput = el('input', { id: 'key-name', name: 'name', maxlength: '100', 'aria-describedby': 'key-name-hint' });
-    const formStatus = status();
+    const formStatus = statusLine();
     const form = el(
       'form',
       { 'aria-labelledby': 'key-new' },
@@ -311,7 +313,7 @@ function keysView({ title, path, intro, idOf, secretOf, secretLabel, extraColumn
 
 /** The new key's secret, shown once, with a Copy button. */
 function showSecret(container, { id, secret, secretLabel }) {
-  const copyStatus = status();
+  const copyStatus = statusLine();
   const code = el('code', { class: 'secret', id: 'new-secret', text: secret });
   const heading = el('h3', { tabindex: '-1', text: `${id} created` });
   const box = el(
@@ -376,7 +378,7 @@ async function paymentsView(panel) {
     STATUSES.map((s) => el('option', { value: s, text: s })),
   );
   const orderInput = el('input', { id: 'filter-order', name: 'orderId', type: 'search', maxlength: '128' });
-  const listStatus = status();
+  const listStatus = statusLine();
   const list = el('div');
   const detail = el('div');
   const filters = el(
@@ -493,7 +495,7 @@ async function loadCallbacks(payment, container) {
   }
   container.replaceChildren(
     ...reply.body.map((event) => {
-      const eventStatus = status();
+      const eventStatus = statusLine();
       return el(
         'section',
         { class: 'card', 'aria-label': `Callback event ${event.eventId}` },
