@@ -180,7 +180,8 @@ describe('pages end to end in Chromium', () => {
     await page.goto(`${lipa.url}/wallet`);
     await signIn(page, payer.phone, payer.pin);
     await page.locator('#wallet').waitFor({ state: 'visible' });
-    assert.equal(await page.locator('#wallet-phone').textContent(), payer.phone);
+    // The phone is filled in by the first GET /api/v1/wallet, a moment after the panel shows.
+    await until('the phone', async () => (await page.locator('#wallet-phone').textContent()) === payer.phone);
     await until('the balance', async () => (await page.locator('#balance').textContent()) === money(5000));
     wallet = page;
     return page;
@@ -286,7 +287,7 @@ describe('pages end to end in Chromium', () => {
     await page.goto(`${lipa.url}/dashboard`);
     await signIn(page, dashboardMerchant.login, dashboardMerchant.password);
     await page.getByRole('tab', { name: 'Points of sale' }).waitFor();
-    assert.ok(((await page.locator('#app .bar').textContent()) ?? '').includes(dashboardMerchant.login));
+    await until('the signed-in bar', async () => ((await page.locator('#app .bar').textContent()) ?? '').includes(dashboardMerchant.login));
 
     // A point of sale through the form; its resultUrl is the receiver.
     const terminalId = unique('T-e2e-');
