@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { assertError } from './helpers/assertions.js';
 import { admin, call, createMerchant, createPayer, type Reply, unique } from './helpers/client.js';
 import { type Lipa, STAGING_OTP, startLipa } from './helpers/harness.js';
 
@@ -13,16 +14,6 @@ interface OutboxEntry {
   to: string;
   subject: string | null;
   content: string;
-}
-
-/** Asserts the error shape of CONTRACT §9: `{error: {code, message}, requestId}` matching X-Request-Id. */
-function assertError(reply: Reply, status: number, code: string): void {
-  assert.equal(reply.status, status, reply.text);
-  assert.equal(reply.body.error.code, code, reply.text);
-  assert.equal(typeof reply.body.error.message, 'string');
-  assert.ok(reply.body.error.message.length > 0);
-  assert.equal(typeof reply.body.requestId, 'string');
-  assert.equal(reply.body.requestId, reply.headers.get('x-request-id'));
 }
 
 function assertTokenReply(reply: Reply, expiresIn = 3600): void {

@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { LipaClient, type Payment } from '../src/client/index.js';
 import { CONTENT_SECURITY_POLICY } from '../src/web/routes.js';
+import { assertError } from './helpers/assertions.js';
 import {
   admin,
   call,
@@ -17,20 +18,6 @@ import {
   uniquePhone,
 } from './helpers/client.js';
 import { ADMIN_TOKEN, type Lipa, startLipa } from './helpers/harness.js';
-
-/** The one error body of CONTRACT §9, with the field named in details when one is given. */
-function assertError(reply: Reply, status: number, code: string, field?: string): void {
-  assert.equal(reply.status, status, reply.text);
-  assert.equal(reply.body.error.code, code, reply.text);
-  assert.equal(reply.body.requestId, reply.headers.get('x-request-id'));
-  if (field !== undefined) {
-    const details = reply.body.error.details as Array<{ field: string }>;
-    assert.ok(
-      details?.some((d) => d.field === field),
-      `details should name ${field}: ${reply.text}`,
-    );
-  }
-}
 
 const clientFor = (lipa: Lipa, m: MerchantSetup) => new LipaClient({ baseUrl: lipa.url, keyId: m.keyId, secret: m.secret });
 

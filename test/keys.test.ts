@@ -1,31 +1,9 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
+import { assertError, assertIso } from './helpers/assertions.js';
 import { call, createPayer, type MerchantSession, merchantSession, payerToken, type Reply } from './helpers/client.js';
 import { type Lipa, startLipa } from './helpers/harness.js';
-
-/** The one error body of CONTRACT §9. */
-function assertError(reply: Reply, status: number, code: string, field?: string): void {
-  assert.equal(reply.status, status, reply.text);
-  assert.deepEqual(Object.keys(reply.body).sort(), ['error', 'requestId'], reply.text);
-  assert.equal(reply.body.error.code, code, reply.text);
-  assert.equal(typeof reply.body.error.message, 'string');
-  assert.ok(reply.body.error.message.length > 0);
-  assert.equal(reply.body.requestId, reply.headers.get('x-request-id'));
-  if (field !== undefined) {
-    const details = reply.body.error.details as Array<{ field: string; message: string }>;
-    assert.ok(Array.isArray(details) && details.length > 0, reply.text);
-    assert.ok(
-      details.some((d) => d.field === field),
-      `details should name ${field}: ${reply.text}`,
-    );
-  }
-}
-
-function assertIso(value: unknown): void {
-  assert.equal(typeof value, 'string');
-  assert.equal(new Date(value as string).toISOString(), value);
-}
 
 function assertNoContent(reply: Reply): void {
   assert.equal(reply.status, 204, reply.text);

@@ -1,20 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { assertError } from './helpers/assertions.js';
 import { admin, call, createMerchant, createPayer, payerToken, type Reply, uniquePhone } from './helpers/client.js';
 import { ADMIN_TOKEN, type Lipa, STAGING_OTP, startLipa } from './helpers/harness.js';
 
 const AUTH = '/api/v1/authorization';
 const CONFIRM = '/api/v1/authorization/confirm';
-
-/** Asserts the error shape of CONTRACT §9: `{error: {code, message}, requestId}` matching X-Request-Id. */
-function assertError(reply: Reply, status: number, code: string): void {
-  assert.equal(reply.status, status, reply.text);
-  assert.equal(reply.body.error.code, code, reply.text);
-  assert.equal(typeof reply.body.error.message, 'string');
-  assert.ok(reply.body.error.message.length > 0);
-  assert.equal(typeof reply.body.requestId, 'string');
-  assert.equal(reply.body.requestId, reply.headers.get('x-request-id'));
-}
 
 /** The answer of endpoint 2, which endpoint 3 must match. */
 function assertTokenReply(reply: Reply): void {

@@ -3,35 +3,13 @@ import { execFile } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { accountId, balanceOf, CASH_IN_OWNER, checkLedger } from '../src/ledger/ledger.js';
+import { assertError, assertIso } from './helpers/assertions.js';
 import { admin, call, createMerchant, createPayer, login, type Reply, unique, uniquePhone } from './helpers/client.js';
 import { ADMIN_TOKEN, type Lipa, startLipa } from './helpers/harness.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const ROOT = new URL('..', import.meta.url).pathname;
 const run = promisify(execFile);
-
-/** The one error body of CONTRACT §9, with the field named in details when one is given. */
-function assertError(reply: Reply, status: number, code: string, field?: string): void {
-  assert.equal(reply.status, status, reply.text);
-  assert.deepEqual(Object.keys(reply.body).sort(), ['error', 'requestId'], reply.text);
-  assert.equal(reply.body.error.code, code, reply.text);
-  assert.equal(typeof reply.body.error.message, 'string');
-  assert.ok(reply.body.error.message.length > 0);
-  assert.equal(reply.body.requestId, reply.headers.get('x-request-id'));
-  if (field !== undefined) {
-    const details = reply.body.error.details as Array<{ field: string; message: string }>;
-    assert.ok(Array.isArray(details) && details.length > 0, reply.text);
-    assert.ok(
-      details.some((d) => d.field === field),
-      `details should name ${field}: ${reply.text}`,
-    );
-  }
-}
-
-function assertIso(value: unknown): void {
-  assert.equal(typeof value, 'string');
-  assert.equal(new Date(value as string).toISOString(), value);
-}
 
 const newMerchant = (lipa: Lipa, body: unknown) => admin(lipa, 'POST', '/api/v1/admin/merchants', body);
 const newPayer = (lipa: Lipa, body: unknown) => admin(lipa, 'POST', '/api/v1/admin/payers', body);

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
+import { assertError as assertErrorBody, assertIso } from './helpers/assertions.js';
 import {
   call,
   categoryId,
@@ -16,34 +17,11 @@ import {
 } from './helpers/client.js';
 import { type Lipa, startLipa } from './helpers/harness.js';
 
+/** Validation errors here must name the one bad field and nothing else. */
+const assertError = (reply: Reply, status: number, code: string, field?: string) =>
+  assertErrorBody(reply, status, code, field, { only: true });
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-
-/** The one error body of CONTRACT §9, with the field named in details when one is given. */
-function assertError(reply: Reply, status: number, code: string, field?: string): void {
-  assert.equal(reply.status, status, reply.text);
-  assert.deepEqual(Object.keys(reply.body).sort(), ['error', 'requestId'], reply.text);
-  assert.equal(reply.body.error.code, code, reply.text);
-  assert.equal(typeof reply.body.error.message, 'string');
-  assert.ok(reply.body.error.message.length > 0);
-  assert.equal(typeof reply.body.requestId, 'string');
-  assert.equal(reply.body.requestId, reply.headers.get('x-request-id'));
-  if (field === undefined) return;
-  const details = reply.body.error.details as Array<{ field: string; message: string }>;
-  assert.ok(Array.isArray(details) && details.length > 0, `details expected: ${reply.text}`);
-  for (const d of details) {
-    assert.equal(typeof d.field, 'string');
-    assert.equal(typeof d.message, 'string');
-  }
-  assert.ok(
-    details.every((d) => d.field === field),
-    `details should name only ${field}: ${reply.text}`,
-  );
-}
-
-function assertIso(value: unknown): void {
-  assert.equal(typeof value, 'string');
-  assert.equal(new Date(value as string).toISOString(), value);
-}
 
 const createPos = (lipa: Lipa, token: string, body: unknown) => call(lipa.url, 'POST', '/api/v1/points-of-sale', { token, body });
 const listPos = (lipa: Lipa, token: string) => call(lipa.url, 'GET', '/api/v1/points-of-sale', { token });
