@@ -1,0 +1,63 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { LipaClient, type Payment, type PaymentRequest } from '../src/client/index.js';
+import { merchantWithPos, paymentBody } from './helpers/client.js';
+import { type Lipa, startLipa } from './helpers/harness.js';
+import { type Receiver, startReceiver } from './helpers/receiver.js';
+
+/**
+ * Two instances on one database both run the callback worker. The delivery lease means that
+ * in normal operation each event reaches each URL exactly once (delivery is at least once
+ * only across crashes), and every attempt is recorded once.
+ */
+describe('callbacks with two instances on one database', () => {
+  let first: Lipa;
+  let second: Lipa;
+  let receiver: Receiver;
+
+  before(async () => {
+    first = await startLipa();
+    second = await startLipa({ DATABASE_URL: first.databaseUrl });
+    receiver = await startReceiver();
+  });
+  after(async () => {
+    await second.close();
+    await first.close();
+    await receiver.close();
+  });
+
+  test('every event reaches each URL once, though both workers look for due deliveries', async () => {
+    const merchant = await merchantWithPos(first, { resultUrl: `${receiver.url}/result` });
+    const client = new LipaClient({ baseUrl: first.url, keyId: merchant.keyId, secret: merchant.secret });
+    const payments: Payment[] = [];
+    for (let i = 0; i < 15; i++) {
+      // 254708000001 pays by itself after about a second: one status change, one event each.
+      const reply = await client.createPayment(
+        paymentBody(merchant, {
+          payer: { method: 'phone', value: '254708000001' },
+          urls: { callbackUrl: `${receiver.url}/cb` },
+        }) as PaymentRequest,
+      );
+      assert.equal(reply.status, 201, JSON.stringify(reply.body));
+      payments.push(reply.body as Payment);
+    }
+    await receiver.waitFor(30, 15_000);
+    await new Promise((r) => setTimeout(r, 1500)); // room for a duplicate to show up, if any
+    const bodies = receiver.received.map((r) => ({
+      path: r.path,
+      event: JSON.parse(r.body) as { eventId: string; payment: { paymentIdentifier: string } },
+    }));
+    assert.equal(bodies.length, 30, 'one callback per payment per URL');
+    for (const path of ['/cb', '/result']) {
+      const eventIds = bodies.filter((b) => b.path === path).map((b) => b.event.eventId);
+      assert.equal(new Set(eventIds).size, 15, `${path}: no event twice`);
+    }
+    const attempts = await first.ctx.store.db
+      .selectFrom('callback_attempts')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .executeTakeFirstOrThrow();
+    assert.equal(Number(attempts.n), 30, 'one recorded attempt per delivery');
+    const paid = new Set(bodies.map((b) => b.event.payment.paymentIdentifier));
+    assert.deepEqual([...paid].sort(), payments.map((p) => p.paymentIdentifier).sort());
+  });
+});
