@@ -84,6 +84,23 @@ export async function postTransaction(
   return transactionId;
 }
 
+/** Cash-in: money enters the system from the cash-in account into a payer's wallet. */
+export async function postDeposit(tx: Tx, payerId: string, amount: number, now: number): Promise<string> {
+  const cashIn = await openAccount(tx, 'cash_in', CASH_IN_OWNER, now);
+  return postTransaction(
+    tx,
+    {
+      kind: 'deposit',
+      reference: payerId,
+      postings: [
+        { accountId: cashIn, amount: -amount },
+        { accountId: accountId('wallet', payerId), amount },
+      ],
+    },
+    now,
+  );
+}
+
 export async function balanceOf(db: Kysely<Database>, id: string): Promise<number | undefined> {
   const row = await db.selectFrom('ledger_accounts').select('balance').where('id', '=', id).executeTakeFirst();
   return row?.balance;

@@ -3,7 +3,7 @@ import type { AppContext } from '../context.js';
 import type { Tx } from '../db/database.js';
 import { isUniqueViolation, lockPhone } from '../db/database.js';
 import { AppError } from '../http/errors.js';
-import { accountId, balanceOf, CASH_IN_OWNER, openAccount, postTransaction } from '../ledger/ledger.js';
+import { accountId, balanceOf, openAccount, postDeposit } from '../ledger/ledger.js';
 import { fromMinorUnits, toMinorUnits } from '../ledger/money.js';
 import { movePayment } from '../payments/transitions.js';
 import { hashPassword } from '../security/passwords.js';
@@ -51,22 +51,8 @@ export async function createPayer(ctx: AppContext, input: NewPayer) {
     await ctx.store.write(async (tx) => {
       await lockPhone(ctx.store, tx, input.phone);
       await tx.insertInto('payers').values({ id, phone: input.phone, name: input.name, pin_hash: pinHash, created_at: now }).execute();
-      const wallet = await openAccount(tx, 'wallet', id, now);
-      if (opening > 0) {
-        const cashIn = await openAccount(tx, 'cash_in', CASH_IN_OWNER, now);
-        await postTransaction(
-          tx,
-          {
-            kind: 'deposit',
-            reference: id,
-            postings: [
-              { accountId: cashIn, amount: -opening },
-              { accountId: wallet, amount: opening },
-            ],
-          },
-          now,
-        );
-      }
+      await openAccount(tx, 'wallet', id, now);
+      if (opening > 0) await postDeposit(tx, id, opening, now);
       await claimWaitingPayments(ctx, tx, id, input.phone, now);
     });
   } catch (error) {
@@ -83,20 +69,6 @@ export async function deposit(ctx: AppContext, phone: string, amount: number) {
   if (!payer) throw new AppError('not_found', `No wallet for ${phone}.`);
   const now = ctx.now();
   const wallet = accountId('wallet', payer.id);
-  await ctx.store.write(async (tx) => {
-    const cashIn = await openAccount(tx, 'cash_in', CASH_IN_OWNER, now);
-    await postTransaction(
-      tx,
-      {
-        kind: 'deposit',
-        reference: payer.id,
-        postings: [
-          { accountId: cashIn, amount: -minor },
-          { accountId: wallet, amount: minor },
-        ],
-      },
-      now,
-    );
-  });
+  await ctx.store.write((tx) => postDeposit(tx, payer.id, minor, now));
   return { phone, balance: fromMinorUnits((await balanceOf(ctx.store.db, wallet)) ?? 0) };
 }

@@ -23,15 +23,18 @@ export const StatusBody = Type.Object({
   paymentIdentifier: Type.String({ minLength: 1, maxLength: 100 }),
 });
 
+/** The seed's payment statuses. */
+export const PaymentStatusSchema = Type.Union([
+  Type.Literal('pending'),
+  Type.Literal('no_user'),
+  Type.Literal('paid'),
+  Type.Literal('declined'),
+  Type.Literal('expired'),
+]);
+
 export const Payment = Type.Object({
   paymentIdentifier: Type.String(),
-  status: Type.Union([
-    Type.Literal('pending'),
-    Type.Literal('no_user'),
-    Type.Literal('paid'),
-    Type.Literal('declined'),
-    Type.Literal('expired'),
-  ]),
+  status: PaymentStatusSchema,
   reason: Type.Optional(Type.String({ description: 'Only when declined: declined_by_payer or insufficient_funds' })),
   terminalId: Type.String(),
   orderId: Type.String(),

@@ -1,7 +1,7 @@
 import type { AppContext } from '../context.js';
 import type { PaymentTable } from '../db/schema.js';
 import { AppError } from '../http/errors.js';
-import { accountId, CASH_IN_OWNER, InsufficientFundsError, openAccount, postTransaction } from '../ledger/ledger.js';
+import { accountId, InsufficientFundsError, postDeposit, postTransaction } from '../ledger/ledger.js';
 import { emitStatusChange, movePayment } from '../payments/transitions.js';
 import { isBottomlessTestPayer } from './staging-payers.js';
 
@@ -36,19 +36,7 @@ export async function settlePayment(
     const wallet = accountId('wallet', payerId);
     if (isBottomlessTestPayer(claimed.payer_phone)) {
       // Staging test payers 1-3 never run out of money: top up what this payment needs.
-      const cashIn = await openAccount(tx, 'cash_in', CASH_IN_OWNER, now);
-      await postTransaction(
-        tx,
-        {
-          kind: 'deposit',
-          reference: payerId,
-          postings: [
-            { accountId: cashIn, amount: -claimed.amount },
-            { accountId: wallet, amount: claimed.amount },
-          ],
-        },
-        now,
-      );
+      await postDeposit(tx, payerId, claimed.amount, now);
     }
     let result = claimed;
     try {

@@ -4,6 +4,7 @@ import type { DeclineReason, PaymentStatus, PaymentTable } from '../db/schema.js
 import { AppError } from '../http/errors.js';
 import { errors } from '../http/schemas.js';
 import type { App } from '../http/types.js';
+import { PaymentStatusSchema } from '../payments/schemas.js';
 import { formatAmount } from '../wallet/prompt.js';
 import { type Html, html, page } from './html.js';
 import { sendPage } from './routes.js';
@@ -127,13 +128,7 @@ function notFoundPage(): string {
 const PayParams = Type.Object({ paymentIdentifier: Type.String({ maxLength: 200 }) });
 
 export const PayStatus = Type.Object({
-  status: Type.Union([
-    Type.Literal('pending'),
-    Type.Literal('no_user'),
-    Type.Literal('paid'),
-    Type.Literal('declined'),
-    Type.Literal('expired'),
-  ]),
+  status: PaymentStatusSchema,
   reason: Type.Optional(Type.Union([Type.Literal('declined_by_payer'), Type.Literal('insufficient_funds')])),
   message: Type.String({ description: 'A sentence for the payer' }),
   final: Type.Boolean({ description: 'true once the status can no longer change' }),
