@@ -85,13 +85,18 @@ interface Row {
   rssEnd: number;
   /** Share of one core the server used during the run. */
   cpu: number;
+  /** Share of one core this load-generating process used during the run. */
+  loadCpu: number;
 }
 
 async function load(name: string, pid: number, options: autocannon.Options): Promise<Row> {
   const rssStart = memory(pid).rss;
   const cpuStart = cpuSeconds(pid);
+  const loadStart = process.cpuUsage();
   const result = await autocannon({ connections: CONNECTIONS, duration: SECONDS, ...options });
   const cpu = (cpuSeconds(pid) - cpuStart) / SECONDS;
+  const loadUsage = process.cpuUsage(loadStart);
+  const loadCpu = (loadUsage.user + loadUsage.system) / 1e6 / SECONDS;
   const mem = memory(pid);
   return {
     scenario: name,
@@ -104,6 +109,7 @@ async function load(name: string, pid: number, options: autocannon.Options): Pro
     rssStart,
     rssEnd: mem.rss,
     cpu,
+    loadCpu,
   };
 }
 
@@ -377,6 +383,7 @@ function print(rows: Row[]): void {
     'errors',
     'non-2xx',
     'server CPU',
+    'load CPU',
     'peak RSS MiB',
     'RSS start→end MiB',
   ];
@@ -389,6 +396,7 @@ function print(rows: Row[]): void {
     String(r.errors),
     String(r.non2xx),
     `${(r.cpu * 100).toFixed(0)} %`,
+    `${(r.loadCpu * 100).toFixed(0)} %`,
     r.peakMiB.toFixed(0),
     `${r.rssStart.toFixed(0)}→${r.rssEnd.toFixed(0)}`,
   ]);

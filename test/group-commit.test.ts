@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { type Db, openDatabase } from '../src/db/database.js';
+import { hotQuery } from '../src/db/hot-query.js';
 import { freshDatabase, type TestDatabase } from './helpers/harness.js';
 
 /** The write path every store uses (db.write), on the database under test. */
@@ -43,6 +44,22 @@ describe('db.write: atomic units, grouped on SQLite', () => {
       (r) => r.id,
     );
     assert.deepEqual(ids.sort(), ['ok-1', 'ok-2']);
+  });
+
+  test('a read outside the unit never sees its uncommitted writes', async () => {
+    // On SQLite hot queries run straight on the connection when no transaction is open;
+    // during a batch they must wait, or they would read what is about to be rolled back.
+    let read: Promise<{ rows: unknown[] }> | undefined;
+    const write = store.write(async (tx) => {
+      await tx.insertInto('categories').values({ id: 'dirty', name: 'dirty', mcc: 'dirty' }).execute();
+      read = hotQuery(store.db, 'test.dirty-read', ['dirty'], () =>
+        store.db.selectFrom('categories').select('id').where('id', '=', 'dirty'),
+      );
+      throw new Error('rolled back');
+    });
+    await assert.rejects(write, /rolled back/);
+    assert.ok(read);
+    assert.deepEqual((await read).rows, []);
   });
 
   test('a unit sees its own writes and returns its value', async () => {

@@ -1,4 +1,5 @@
 import { type Compilable, CompiledQuery, type Kysely, type QueryResult } from 'kysely';
+import { executeCompiled } from './database.js';
 import type { Database } from './schema.js';
 
 const compiled = new Map<string, string>();
@@ -24,5 +25,6 @@ export function hotQuery<R>(
     text = query.sql;
     compiled.set(key, text);
   }
-  return db.executeQuery(CompiledQuery.raw(text, [...params]) as CompiledQuery<R>);
+  // On SQLite the statement runs synchronously on better-sqlite3 when it may.
+  return executeCompiled(db, CompiledQuery.raw(text, [...params]) as CompiledQuery<R>);
 }
