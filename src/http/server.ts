@@ -85,11 +85,13 @@ export function createServer(logger: FastifyBaseLogger): App {
     done(null, undefined);
   });
 
-  app.addHook('onRequest', async (request, reply) => {
+  // Every request passes here: a callback hook, which costs Fastify less than an async one.
+  app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
     reply.header('x-content-type-options', 'nosniff');
     reply.header('referrer-policy', 'no-referrer');
     if (request.url.startsWith('/api/')) reply.header('cache-control', 'no-store');
+    done();
   });
 
   app.setErrorHandler(errorHandler);

@@ -59,7 +59,21 @@ export function isGsm7(text: string): boolean {
   return true;
 }
 
+/** ASCII characters in the GSM 03.38 basic table (one septet each), by char code. */
+const ASCII_BASIC = Uint8Array.from({ length: 128 }, (_, code) => (GSM_BASIC_CODES.has(String.fromCharCode(code)) ? 1 : 0));
+
 export function countSegments(text: string): SegmentCount {
+  // The common case, plain ASCII from the basic table: one septet a character.
+  let plain = true;
+  for (let i = 0; i < text.length && plain; i++) {
+    const code = text.charCodeAt(i);
+    plain = code < 128 && ASCII_BASIC[code] === 1;
+  }
+  if (plain) {
+    const units = text.length;
+    const segments = units <= GSM7_SINGLE_SEPTETS ? 1 : Math.ceil(units / GSM7_MULTIPART_SEPTETS);
+    return { encoding: 'gsm7', characters: units, segments, units };
+  }
   const chars = [...text];
   if (isGsm7(text)) {
     const sizes = chars.map((char) => (GSM_EXTENSION.has(char) ? 2 : 1));

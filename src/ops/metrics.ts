@@ -4,6 +4,8 @@ import type { App } from '../http/types.js';
 const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 
 interface Series {
+  /** The series' labels, escaped for the text format. */
+  labels: string;
   count: number;
   sum: number;
   buckets: number[];
@@ -19,20 +21,21 @@ const label = (value: string) => value.replace(/\\/g, '\\\\').replace(/"/g, '\\"
 export function registerMetrics(app: App, ctx: AppContext): void {
   const series = new Map<string, Series>();
 
-  app.addHook('onResponse', async (request, reply) => {
+  // Runs for every request: a callback hook (no promise), labels escaped once per series.
+  app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url ?? 'unmatched';
-    const key = `method="${label(request.method)}",route="${label(route)}",status="${reply.statusCode}"`;
+    const key = `${request.method} ${reply.statusCode} ${route}`;
     let s = series.get(key);
     if (!s) {
-      s = { count: 0, sum: 0, buckets: BUCKETS.map(() => 0) };
+      const labels = `method="${label(request.method)}",route="${label(route)}",status="${reply.statusCode}"`;
+      s = { labels, count: 0, sum: 0, buckets: BUCKETS.map(() => 0) };
       series.set(key, s);
     }
     const seconds = reply.elapsedTime / 1000;
     s.count++;
     s.sum += seconds;
-    BUCKETS.forEach((bound, i) => {
-      if (seconds <= bound && s) s.buckets[i] = (s.buckets[i] ?? 0) + 1;
-    });
+    for (let i = 0; i < BUCKETS.length; i++) if (seconds <= (BUCKETS[i] ?? 0)) s.buckets[i] = (s.buckets[i] ?? 0) + 1;
+    done();
   });
 
   app.get('/metrics', { schema: { tags: ['Operations'], summary: 'Prometheus metrics' } }, async (_request, reply) => {
@@ -41,9 +44,10 @@ export function registerMetrics(app: App, ctx: AppContext): void {
       '# HELP lipa_http_requests_total HTTP requests by method, route pattern and status.',
       '# TYPE lipa_http_requests_total counter',
     );
-    for (const [key, s] of series) lines.push(`lipa_http_requests_total{${key}} ${s.count}`);
+    for (const { labels, count } of series.values()) lines.push(`lipa_http_requests_total{${labels}} ${count}`);
     lines.push('# HELP lipa_http_request_duration_seconds HTTP request duration.', '# TYPE lipa_http_request_duration_seconds histogram');
-    for (const [key, s] of series) {
+    for (const s of series.values()) {
+      const key = s.labels;
       BUCKETS.forEach((bound, i) => {
         lines.push(`lipa_http_request_duration_seconds_bucket{${key},le="${bound}"} ${s.buckets[i]}`);
       });

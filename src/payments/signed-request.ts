@@ -149,10 +149,11 @@ export async function consumeNonce(tx: Tx, signer: Signer): Promise<void> {
  * see its outcome.
  */
 export function recordUnusedNonce(ctx: AppContext) {
-  return async <T>(request: FastifyRequest, _reply: unknown, payload: T): Promise<T> => {
+  // A callback hook: on the common path (nonce already recorded) it costs no promise.
+  return <T>(request: FastifyRequest, _reply: unknown, payload: T, done: (err: null, payload: T) => void): void => {
     const signer = request.signer;
-    if (!signer || signer.nonceRecorded) return payload;
-    await ctx.store
+    if (!signer || signer.nonceRecorded) return done(null, payload);
+    void ctx.store
       .write((tx) =>
         tx
           .insertInto('nonces')
@@ -160,9 +161,11 @@ export function recordUnusedNonce(ctx: AppContext) {
           .onConflict((oc) => oc.columns(['key_id', 'nonce']).doNothing())
           .execute(),
       )
-      .catch((err: unknown) => request.log.error({ err }, 'could not record a nonce'));
-    signer.nonceRecorded = true;
-    return payload;
+      .catch((err: unknown) => request.log.error({ err }, 'could not record a nonce'))
+      .then(() => {
+        signer.nonceRecorded = true;
+        done(null, payload);
+      });
   };
 }
 

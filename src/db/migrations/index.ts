@@ -2,10 +2,12 @@ import type { Migration } from 'kysely';
 import * as m001 from './001_foundation.js';
 import * as m002 from './002_payments.js';
 import * as m003 from './003_messaging.js';
+import * as m004 from './004_partial_message_indexes.js';
 
 /** Every migration, in order. Names never change once released. */
 export const migrations: Record<string, Migration> = {
   '001_foundation': m001,
   '002_payments': m002,
   '003_messaging': m003,
+  '004_partial_message_indexes': m004,
 };
