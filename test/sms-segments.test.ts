@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import parsePhoneNumber from 'libphonenumber-js';
 import { countSegments, decodeGsm7, decodeUcs2, encodeGsm7, encodeUcs2, isGsm7 } from '../src/messaging/sms-segments.js';
+import { splitPhone } from '../src/notifier/notifier.js';
 
 /** SMS encoding and segment counting (GSM 03.38 / UCS-2), a pure function. */
 
@@ -80,5 +82,22 @@ describe('encoding', () => {
     assert.deepEqual([...encodeUcs2('Hж')], [0x00, 0x48, 0x04, 0x36]);
     assert.deepEqual([...encodeUcs2('😀')], [0xd8, 0x3d, 0xde, 0x00]);
     assert.equal(decodeUcs2(encodeUcs2('Habari 😀')), 'Habari 😀');
+  });
+});
+
+describe('splitPhone (the service’s own SMS: OTPs and payment prompts)', () => {
+  test('splits off the calling code as libphonenumber does, keeping every digit', () => {
+    const numbers = ['254708000003', '14155552671', '447911123456', '5491123456789', '8613800138000', '79161234567', '2348012345678'];
+    for (const digits of numbers) {
+      const parsed = parsePhoneNumber(`+${digits}`);
+      assert.ok(parsed, digits);
+      const split = splitPhone(digits);
+      assert.deepEqual(split, { countryCode: parsed.countryCallingCode, number: parsed.nationalNumber }, digits);
+      assert.equal(split.countryCode + split.number, digits);
+    }
+  });
+
+  test('digits that start with no calling code stay whole', () => {
+    assert.deepEqual(splitPhone('999123456'), { countryCode: '', number: '999123456' });
   });
 });

@@ -152,7 +152,10 @@ export function recordUnusedNonce(ctx: AppContext) {
   // A callback hook: on the common path (nonce already recorded) it costs no promise.
   return <T>(request: FastifyRequest, _reply: unknown, payload: T, done: (err: null, payload: T) => void): void => {
     const signer = request.signer;
-    if (!signer || signer.nonceRecorded) return done(null, payload);
+    if (!signer || signer.nonceRecorded) {
+      done(null, payload);
+      return;
+    }
     void ctx.store
       .write((tx) =>
         tx
