@@ -55,6 +55,12 @@ function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
+/** CPU seconds one thread of a process has used so far (the main thread's id is the pid). */
+function threadCpuSeconds(pid: number, tid: number): number {
+  const fields = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
 /** Peak and current resident memory of a process, in MiB (Linux /proc). */
 function memory(pid: number): { peak: number; rss: number } {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
@@ -85,6 +91,8 @@ interface Row {
   rssEnd: number;
   /** Share of one core the server used during the run. */
   cpu: number;
+  /** Share of one core the server's main thread (its event loop) used. */
+  mainCpu: number;
   /** Share of one core this load-generating process used during the run. */
   loadCpu: number;
 }
@@ -93,7 +101,9 @@ async function load(name: string, pid: number, options: autocannon.Options): Pro
   const rssStart = memory(pid).rss;
   const cpuStart = cpuSeconds(pid);
   const loadStart = process.cpuUsage();
+  const mainStart = threadCpuSeconds(pid, pid);
   const result = await autocannon({ connections: CONNECTIONS, duration: SECONDS, ...options });
+  const mainCpu = (threadCpuSeconds(pid, pid) - mainStart) / SECONDS;
   const cpu = (cpuSeconds(pid) - cpuStart) / SECONDS;
   const loadUsage = process.cpuUsage(loadStart);
   const loadCpu = (loadUsage.user + loadUsage.system) / 1e6 / SECONDS;
@@ -109,6 +119,7 @@ async function load(name: string, pid: number, options: autocannon.Options): Pro
     rssStart,
     rssEnd: mem.rss,
     cpu,
+    mainCpu,
     loadCpu,
   };
 }
@@ -396,6 +407,7 @@ function print(rows: Row[]): void {
     'errors',
     'non-2xx',
     'server CPU',
+    'main thread',
     'load CPU',
     'peak RSS MiB',
     'RSS start→end MiB',
@@ -409,6 +421,7 @@ function print(rows: Row[]): void {
     String(r.errors),
     String(r.non2xx),
     `${(r.cpu * 100).toFixed(0)} %`,
+    `${(r.mainCpu * 100).toFixed(0)} %`,
     `${(r.loadCpu * 100).toFixed(0)} %`,
     r.peakMiB.toFixed(0),
     `${r.rssStart.toFixed(0)}→${r.rssEnd.toFixed(0)}`,

@@ -1,12 +1,13 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config.js';
 import type { Db, Tx } from '../db/database.js';
-import { hotQuery } from '../db/hot-query.js';
+import { hotWrite } from '../db/hot-query.js';
 import type { MessageStatus, MessageTable } from '../db/schema.js';
 import type { Notifier, OutgoingMessage } from '../notifier/notifier.js';
 import { splitPhone } from '../notifier/notifier.js';
 import { randomId } from '../security/tokens.js';
 import { countSegments } from './sms-segments.js';
+import { insertMessage } from './store.js';
 import {
   type DeliveryReceipt,
   type EmailTransport,
@@ -62,13 +63,13 @@ export class Messenger implements Notifier {
   }
 
   /**
-   * Stores a message in the caller's transaction. Embedded: it is delivered there and then.
-   * Otherwise it is queued; `claimed` leases it to the caller, who sends it right after the
-   * commit (sendClaimed), so the API's first attempt needs no extra write to claim it.
+   * The row of a new message. Embedded: it is delivered as soon as it is stored. Otherwise
+   * it is queued; `claimed` leases it to the caller, who sends it right after the commit
+   * (sendClaimed), so the API's first attempt needs no extra write to claim it.
    */
-  async enqueue(tx: Tx, message: NewMessage, now: number, claimed: boolean): Promise<MessageTable> {
+  prepare(message: NewMessage, now: number, claimed: boolean): MessageTable {
     const embedded = this.embedded(message.type);
-    const row: MessageTable = {
+    return {
       id: randomId('msg_'),
       ...message,
       status: embedded ? 'delivered' : 'queued',
@@ -80,15 +81,26 @@ export class Messenger implements Notifier {
       locked_until: claimed && !embedded ? now + LEASE_MS : 0,
       last_error: null,
     };
-    await hotQuery(tx, 'messages.insert', Object.values(row), () => tx.insertInto('messages').values(row));
+  }
+
+  /** Stores a message as a unit of work of its own (the messaging API); see prepare. */
+  async accept(message: NewMessage, now: number, claimed: boolean): Promise<MessageTable> {
+    const row = this.prepare(message, now, claimed);
+    await hotWrite(this.store, 'messages.insert', Object.values(row), () => this.store.db.insertInto('messages').values(row));
     return row;
   }
 
   /** The Notifier port: the service's own messages (OTPs, payment prompts). */
   async send(tx: Tx, message: OutgoingMessage, now: number): Promise<string> {
+    const row = this.prepareOwn(message, now);
+    await insertMessage(tx, row);
+    return row.id;
+  }
+
+  /** The row of one of the service's own messages, to be stored by an operation (Db.run). */
+  prepareOwn(message: OutgoingMessage, now: number): MessageTable {
     const phone = message.channel === 'sms' ? splitPhone(message.to) : null;
-    const row = await this.enqueue(
-      tx,
+    return this.prepare(
       {
         merchant_id: null,
         messaging_key_id: null,
@@ -105,7 +117,6 @@ export class Messenger implements Notifier {
       now,
       false,
     );
-    return row.id;
   }
 
   /** Sends a message this process holds the lease of; resolves with its status after the attempt. */
@@ -181,39 +192,37 @@ export class Messenger implements Notifier {
       if (!(error instanceof TransientSendError)) this.log.error({ err: error, messageId: message.id }, 'message send failed unexpectedly');
     }
     const content = this.redactedAfterSend(message, status);
-    await this.store.write((tx) =>
-      hotQuery(
-        tx,
-        'messages.record-attempt',
-        [
-          status,
-          result?.providerId ?? null,
-          attempts,
-          Math.round(next),
-          0,
-          error?.message ?? null,
-          content,
-          now,
-          message.id,
-          message.locked_until,
-        ],
-        () =>
-          tx
-            .updateTable('messages')
-            .set({
-              status,
-              provider_id: result?.providerId ?? null,
-              attempts,
-              next_attempt_at: Math.round(next),
-              locked_until: 0,
-              last_error: error?.message ?? null,
-              content,
-              updated_at: now,
-            })
-            .where('id', '=', message.id)
-            // Only while this process still holds the lease it sent under.
-            .where('locked_until', '=', message.locked_until),
-      ),
+    await hotWrite(
+      this.store,
+      'messages.record-attempt',
+      [
+        status,
+        result?.providerId ?? null,
+        attempts,
+        Math.round(next),
+        0,
+        error?.message ?? null,
+        content,
+        now,
+        message.id,
+        message.locked_until,
+      ],
+      () =>
+        this.store.db
+          .updateTable('messages')
+          .set({
+            status,
+            provider_id: result?.providerId ?? null,
+            attempts,
+            next_attempt_at: Math.round(next),
+            locked_until: 0,
+            last_error: error?.message ?? null,
+            content,
+            updated_at: now,
+          })
+          .where('id', '=', message.id)
+          // Only while this process still holds the lease it sent under.
+          .where('locked_until', '=', message.locked_until),
     );
     const early = result?.providerId ? this.earlyReceipts.get(result.providerId) : undefined;
     if (early) {
@@ -260,14 +269,16 @@ export class Messenger implements Notifier {
   async applyReceipt(receipt: DeliveryReceipt): Promise<void> {
     const now = this.now();
     const status: MessageStatus = receipt.delivered ? 'delivered' : 'failed';
-    const updated = await this.store.write((tx) =>
-      hotQuery(tx, 'messages.receipt', [status, receipt.delivered ? null : receipt.detail, now, receipt.providerId, 'sent', 'queued'], () =>
-        tx
+    const updated = await hotWrite(
+      this.store,
+      'messages.receipt',
+      [status, receipt.delivered ? null : receipt.detail, now, receipt.providerId, 'sent', 'queued'],
+      () =>
+        this.store.db
           .updateTable('messages')
           .set({ status, last_error: receipt.delivered ? null : receipt.detail, updated_at: now })
           .where('provider_id', '=', receipt.providerId)
           .where('status', 'in', ['sent', 'queued']),
-      ),
     );
     if (Number(updated.numAffectedRows ?? 0n) === 0) {
       // The receipt overtook the record of its submission: keep it for attempt() to apply.
