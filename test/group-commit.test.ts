@@ -1,13 +1,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { type Db, defineOperation, isUniqueViolation, openDatabase } from '../src/db/database.js';
-import { hotQuery, hotWrite, statementOperation } from '../src/db/hot-query.js';
-import { OPERATIONS } from '../src/db/operations.js';
-import { createPaymentOperation, paymentStatusOperation, recordNonceOperation } from '../src/payments/operations.js';
+import { type Db, openDatabase } from '../src/db/database.js';
+import { hotQuery } from '../src/db/hot-query.js';
 import { freshDatabase, ON_POSTGRES, type TestDatabase } from './helpers/harness.js';
 
 /** The write path every store uses (db.write), on the database under test. */
-describe('db.write and db.run: atomic units, grouped on SQLite', () => {
+describe('db.write: atomic units, grouped on SQLite', () => {
   let database: TestDatabase;
   let store: Db;
   before(async () => {
@@ -85,53 +83,14 @@ describe('db.write and db.run: atomic units, grouped on SQLite', () => {
     await again.close();
   });
 
-  // Operations (db.run) run on SQLite's writer thread, each batch in one transaction there.
-  const insertCategoryOp = (id: string) =>
-    hotWrite(store, 'test.insert-category', [id, id, id], () => store.db.insertInto('categories').values({ id, name: id, mcc: id }));
-
-  test('operations: 300 concurrent ones, interleaved with closures, all commit exactly once', async () => {
-    const ids = Array.from({ length: 300 }, (_, i) => `op-${i}`);
-    const results = await Promise.all(ids.map((id, i) => (i % 10 === 0 ? insertCategory(id) : insertCategoryOp(id))));
-    assert.equal(results.length, 300);
-    const rows = await store.db.selectFrom('categories').select('id').where('id', 'like', 'op-%').execute();
-    assert.deepEqual(rows.map((r) => r.id).sort(), [...ids].sort());
-  });
-
-  test('operations: a failing one rolls back alone, and its error keeps its database code', async () => {
-    const results = await Promise.allSettled([insertCategoryOp('opx-1'), insertCategoryOp('opx-1'), insertCategoryOp('opx-2')]);
-    // Of the two inserts of one key exactly one fails (which one is up to the database).
-    assert.deepEqual(results.map((r) => r.status).sort(), ['fulfilled', 'fulfilled', 'rejected']);
-    assert.equal(results[2]?.status, 'fulfilled');
-    const failure = (results.find((r) => r.status === 'rejected') as PromiseRejectedResult).reason;
-    assert.ok(isUniqueViolation(failure), `a unique violation, not ${String(failure)}`);
-    const rows = await store.db.selectFrom('categories').select('id').where('id', 'like', 'opx-%').execute();
-    assert.deepEqual(rows.map((r) => r.id).sort(), ['opx-1', 'opx-2']);
-  });
-
-  test('operations: a result is visible to reads as soon as it resolves', async () => {
-    await Promise.all(
-      Array.from({ length: 50 }, async (_, i) => {
-        await insertCategoryOp(`vis-${i}`);
-        const row = await store.db.selectFrom('categories').select('id').where('id', '=', `vis-${i}`).executeTakeFirst();
-        assert.equal(row?.id, `vis-${i}`);
-      }),
-    );
-  });
-
-  test('every operation the service defines is known to the writer thread', async () => {
-    // An operation missing from the registry would fail on SQLite only, and only at run time.
-    const unknown = defineOperation('test.not-registered', async () => 1);
-    assert.equal(OPERATIONS.has(unknown.name), false);
-    if (!ON_POSTGRES) await assert.rejects(store.run(unknown, {}), /unknown operation test\.not-registered/);
-    for (const operation of [statementOperation, recordNonceOperation, createPaymentOperation, paymentStatusOperation])
-      assert.equal(OPERATIONS.get(operation.name), operation, operation.name);
-  });
-
-  test('close waits for operations in flight: all of them are committed', async () => {
+  test('close waits for units under way: all of them are committed', async () => {
     const other = await openDatabase(database.url);
     const pending = Array.from({ length: 100 }, (_, i) =>
-      hotWrite(other, 'test.insert-category', [`close-${i}`, `close-${i}`, `close-${i}`], () =>
-        other.db.insertInto('categories').values({ id: `close-${i}`, name: `close-${i}`, mcc: `close-${i}` }),
+      other.write((tx) =>
+        tx
+          .insertInto('categories')
+          .values({ id: `close-${i}`, name: `close-${i}`, mcc: `close-${i}` })
+          .execute(),
       ),
     );
     await other.close();

@@ -1,22 +1,8 @@
 import { type Compilable, CompiledQuery, type Kysely, type QueryResult } from 'kysely';
-import { type Db, defineOperation, executeCompiled } from './database.js';
+import { executeCompiled } from './database.js';
 import type { Database } from './schema.js';
 
 const compiled = new Map<string, string>();
-
-/** The SQL text of a hot query, compiled on first use (see hotQuery). */
-function sqlOf(db: Kysely<Database>, name: string, params: readonly unknown[], build: () => Compilable<unknown>): string {
-  const key = `${db.getExecutor().adapter.constructor.name}:${name}`;
-  let text = compiled.get(key);
-  if (text === undefined) {
-    const query = build().compile();
-    const same = query.parameters.length === params.length && query.parameters.every((p, i) => p === params[i]);
-    if (!same) throw new Error(`hotQuery ${name}: parameters ${JSON.stringify(query.parameters)} are not ${JSON.stringify(params)}`);
-    text = query.sql;
-    compiled.set(key, text);
-  }
-  return text;
-}
 
 /**
  * Kysely builds and compiles every query anew (about 9 µs each); on the request hot path a
@@ -30,25 +16,15 @@ export function hotQuery<R>(
   params: readonly unknown[],
   build: () => Compilable<R>,
 ): Promise<QueryResult<R>> {
-  const text = sqlOf(db, name, params, build);
+  const key = `${db.getExecutor().adapter.constructor.name}:${name}`;
+  let text = compiled.get(key);
+  if (text === undefined) {
+    const query = build().compile();
+    const same = query.parameters.length === params.length && query.parameters.every((p, i) => p === params[i]);
+    if (!same) throw new Error(`hotQuery ${name}: parameters ${JSON.stringify(query.parameters)} are not ${JSON.stringify(params)}`);
+    text = query.sql;
+    compiled.set(key, text);
+  }
   // On SQLite the statement runs synchronously on better-sqlite3 when it may.
   return executeCompiled(db, CompiledQuery.raw(text, [...params]) as CompiledQuery<R>);
-}
-
-/** One statement as an operation: a hot write with no logic around it. */
-export const statementOperation = defineOperation(
-  'db.statement',
-  async (tx, args: { sql: string; parameters: readonly unknown[] }): Promise<QueryResult<unknown>> => {
-    const { rows, numAffectedRows } = await executeCompiled(tx, CompiledQuery.raw(args.sql, [...args.parameters]));
-    return { rows, numAffectedRows };
-  },
-);
-
-/**
- * A hot query (see hotQuery) that writes, as a unit of work of its own: on SQLite it runs
- * on the writer thread, grouped with the others. `build` uses `store.db`.
- */
-export function hotWrite<R>(store: Db, name: string, params: readonly unknown[], build: () => Compilable<R>): Promise<QueryResult<R>> {
-  const sql = sqlOf(store.db, name, params, build);
-  return store.run(statementOperation, { sql, parameters: params }) as Promise<QueryResult<R>>;
 }

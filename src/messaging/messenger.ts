@@ -1,13 +1,12 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Config } from '../config.js';
 import type { Db, Tx } from '../db/database.js';
-import { hotWrite } from '../db/hot-query.js';
+import { hotQuery } from '../db/hot-query.js';
 import type { MessageStatus, MessageTable } from '../db/schema.js';
 import type { Notifier, OutgoingMessage } from '../notifier/notifier.js';
 import { splitPhone } from '../notifier/notifier.js';
 import { randomId } from '../security/tokens.js';
 import { countSegments } from './sms-segments.js';
-import { insertMessage } from './store.js';
 import {
   type DeliveryReceipt,
   type EmailTransport,
@@ -63,13 +62,13 @@ export class Messenger implements Notifier {
   }
 
   /**
-   * The row of a new message. Embedded: it is delivered as soon as it is stored. Otherwise
-   * it is queued; `claimed` leases it to the caller, who sends it right after the commit
-   * (sendClaimed), so the API's first attempt needs no extra write to claim it.
+   * Stores a message in the caller's transaction. Embedded: it is delivered there and then.
+   * Otherwise it is queued; `claimed` leases it to the caller, who sends it right after the
+   * commit (sendClaimed), so the API's first attempt needs no extra write to claim it.
    */
-  prepare(message: NewMessage, now: number, claimed: boolean): MessageTable {
+  async enqueue(tx: Tx, message: NewMessage, now: number, claimed: boolean): Promise<MessageTable> {
     const embedded = this.embedded(message.type);
-    return {
+    const row: MessageTable = {
       id: randomId('msg_'),
       ...message,
       status: embedded ? 'delivered' : 'queued',
@@ -81,26 +80,15 @@ export class Messenger implements Notifier {
       locked_until: claimed && !embedded ? now + LEASE_MS : 0,
       last_error: null,
     };
-  }
-
-  /** Stores a message as a unit of work of its own (the messaging API); see prepare. */
-  async accept(message: NewMessage, now: number, claimed: boolean): Promise<MessageTable> {
-    const row = this.prepare(message, now, claimed);
-    await hotWrite(this.store, 'messages.insert', Object.values(row), () => this.store.db.insertInto('messages').values(row));
+    await hotQuery(tx, 'messages.insert', Object.values(row), () => tx.insertInto('messages').values(row));
     return row;
   }
 
   /** The Notifier port: the service's own messages (OTPs, payment prompts). */
   async send(tx: Tx, message: OutgoingMessage, now: number): Promise<string> {
-    const row = this.prepareOwn(message, now);
-    await insertMessage(tx, row);
-    return row.id;
-  }
-
-  /** The row of one of the service's own messages, to be stored by an operation (Db.run). */
-  prepareOwn(message: OutgoingMessage, now: number): MessageTable {
     const phone = message.channel === 'sms' ? splitPhone(message.to) : null;
-    return this.prepare(
+    const row = await this.enqueue(
+      tx,
       {
         merchant_id: null,
         messaging_key_id: null,
@@ -117,6 +105,7 @@ export class Messenger implements Notifier {
       now,
       false,
     );
+    return row.id;
   }
 
   /** Sends a message this process holds the lease of; resolves with its status after the attempt. */
@@ -192,37 +181,39 @@ export class Messenger implements Notifier {
       if (!(error instanceof TransientSendError)) this.log.error({ err: error, messageId: message.id }, 'message send failed unexpectedly');
     }
     const content = this.redactedAfterSend(message, status);
-    await hotWrite(
-      this.store,
-      'messages.record-attempt',
-      [
-        status,
-        result?.providerId ?? null,
-        attempts,
-        Math.round(next),
-        0,
-        error?.message ?? null,
-        content,
-        now,
-        message.id,
-        message.locked_until,
-      ],
-      () =>
-        this.store.db
-          .updateTable('messages')
-          .set({
-            status,
-            provider_id: result?.providerId ?? null,
-            attempts,
-            next_attempt_at: Math.round(next),
-            locked_until: 0,
-            last_error: error?.message ?? null,
-            content,
-            updated_at: now,
-          })
-          .where('id', '=', message.id)
-          // Only while this process still holds the lease it sent under.
-          .where('locked_until', '=', message.locked_until),
+    await this.store.write((tx) =>
+      hotQuery(
+        tx,
+        'messages.record-attempt',
+        [
+          status,
+          result?.providerId ?? null,
+          attempts,
+          Math.round(next),
+          0,
+          error?.message ?? null,
+          content,
+          now,
+          message.id,
+          message.locked_until,
+        ],
+        () =>
+          tx
+            .updateTable('messages')
+            .set({
+              status,
+              provider_id: result?.providerId ?? null,
+              attempts,
+              next_attempt_at: Math.round(next),
+              locked_until: 0,
+              last_error: error?.message ?? null,
+              content,
+              updated_at: now,
+            })
+            .where('id', '=', message.id)
+            // Only while this process still holds the lease it sent under.
+            .where('locked_until', '=', message.locked_until),
+      ),
     );
     const early = result?.providerId ? this.earlyReceipts.get(result.providerId) : undefined;
     if (early) {
@@ -269,16 +260,14 @@ export class Messenger implements Notifier {
   async applyReceipt(receipt: DeliveryReceipt): Promise<void> {
     const now = this.now();
     const status: MessageStatus = receipt.delivered ? 'delivered' : 'failed';
-    const updated = await hotWrite(
-      this.store,
-      'messages.receipt',
-      [status, receipt.delivered ? null : receipt.detail, now, receipt.providerId, 'sent', 'queued'],
-      () =>
-        this.store.db
+    const updated = await this.store.write((tx) =>
+      hotQuery(tx, 'messages.receipt', [status, receipt.delivered ? null : receipt.detail, now, receipt.providerId, 'sent', 'queued'], () =>
+        tx
           .updateTable('messages')
           .set({ status, last_error: receipt.delivered ? null : receipt.detail, updated_at: now })
           .where('provider_id', '=', receipt.providerId)
           .where('status', 'in', ['sent', 'queued']),
+      ),
     );
     if (Number(updated.numAffectedRows ?? 0n) === 0) {
       // The receipt overtook the record of its submission: keep it for attempt() to apply.

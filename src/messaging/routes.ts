@@ -110,22 +110,25 @@ export async function registerMessagingRoutes(app: App, ctx: AppContext): Promis
         if ('kind' in valid) return refuse(reply, valid);
 
         const now = ctx.now();
-        const stored = await ctx.messenger.accept(
-          {
-            merchant_id: key.merchantId,
-            messaging_key_id: key.id,
-            purpose: 'api',
-            type: valid.type,
-            email: valid.type === 'email' ? valid.email : null,
-            subject: valid.type === 'email' ? valid.subject : null,
-            content_type: valid.type === 'email' ? valid.contentType : null,
-            phone_country_code: valid.type === 'sms' ? valid.countryCode : null,
-            phone_number: valid.type === 'sms' ? valid.number : null,
-            content: valid.content,
-            segments: valid.type === 'sms' ? valid.segments : null,
-          },
-          now,
-          true,
+        const stored = await ctx.store.write((tx) =>
+          ctx.messenger.enqueue(
+            tx,
+            {
+              merchant_id: key.merchantId,
+              messaging_key_id: key.id,
+              purpose: 'api',
+              type: valid.type,
+              email: valid.type === 'email' ? valid.email : null,
+              subject: valid.type === 'email' ? valid.subject : null,
+              content_type: valid.type === 'email' ? valid.contentType : null,
+              phone_country_code: valid.type === 'sms' ? valid.countryCode : null,
+              phone_number: valid.type === 'sms' ? valid.number : null,
+              content: valid.content,
+              segments: valid.type === 'sms' ? valid.segments : null,
+            },
+            now,
+            true,
+          ),
         );
         let status = stored.status;
         if (status === 'queued') {

@@ -49,7 +49,7 @@ export async function createPayer(ctx: AppContext, input: NewPayer) {
   const now = ctx.now();
   try {
     await ctx.store.write(async (tx) => {
-      await lockPhone(ctx.store.dialect, tx, input.phone);
+      await lockPhone(ctx.store, tx, input.phone);
       await tx.insertInto('payers').values({ id, phone: input.phone, name: input.name, pin_hash: pinHash, created_at: now }).execute();
       await openAccount(tx, 'wallet', id, now);
       if (opening > 0) await postDeposit(tx, id, opening, now);

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Static } from 'typebox';
 import type { AppContext } from '../context.js';
+import { lockPhone, type Tx } from '../db/database.js';
 import { hotQuery } from '../db/hot-query.js';
 import type { PaymentTable } from '../db/schema.js';
 import { AppError, validationError } from '../http/errors.js';
@@ -8,9 +9,8 @@ import { CURRENCY, toMinorUnits } from '../ledger/money.js';
 import { assertHttpUrl } from '../pos/points-of-sale.js';
 import { randomId } from '../security/tokens.js';
 import { paymentPrompt } from '../wallet/prompt.js';
-import { createPaymentOperation, paymentStatusOperation } from './operations.js';
 import type { CreatePaymentBody } from './schemas.js';
-import { nonceOf, nonceReused, type Signer } from './signed-request.js';
+import { consumeNonce, type Signer } from './signed-request.js';
 
 /** The largest single payment, in major units (CONTRACT §6). */
 export const MAX_PAYMENT = 250_000;
@@ -107,33 +107,56 @@ export async function createPayment(ctx: AppContext, signer: Signer, body: Body)
     expires_at: now + ctx.config.paymentTtlSeconds * 1000,
   };
 
-  const outcome = await ctx.store.run(createPaymentOperation, {
-    nonce: nonceOf(signer),
-    payment: row,
-    // Prepared in case the payment is, or becomes, pending; stored only then.
-    prompt: ctx.messenger.prepareOwn(paymentPrompt(row, pos.pos_company_name), now),
+  const outcome = await ctx.store.write(async (tx) => {
+    await consumeNonce(tx, signer);
+    const existing = await findByOrder(tx, body.terminalId, body.orderId);
+    if (existing) return existing;
+    if (row.status === 'no_user') {
+      // A wallet registered for this phone since the lookup above must not leave the payment
+      // waiting as no_user: look again under the phone's lock (createPayer takes it too).
+      await lockPhone(ctx.store, tx, row.payer_phone);
+      const registered = await tx.selectFrom('payers').select('id').where('phone', '=', row.payer_phone).executeTakeFirst();
+      if (registered) Object.assign(row, { status: 'pending', payer_id: registered.id });
+    }
+    const inserted = await hotQuery(tx, 'create-payment.insert', Object.values(row), () =>
+      tx
+        .insertInto('payments')
+        .values(row)
+        .onConflict((oc) => oc.columns(['terminal_id', 'order_id']).doNothing()),
+    );
+    // Lost a race with a concurrent request on another connection: theirs is the payment.
+    if (Number(inserted.numAffectedRows ?? 0n) === 0) return (await findByOrder(tx, body.terminalId, body.orderId)) ?? null;
+    if (row.status === 'pending') await ctx.notifier.send(tx, paymentPrompt(row, pos.pos_company_name), now);
+    return 'created' as const;
   });
   signer.nonceRecorded = true;
-  if (outcome.kind === 'nonce_reused') throw nonceReused();
-  if (outcome.kind === 'created') return { payment: outcome.payment, created: true };
-  if (outcome.payment === null || outcome.payment.fingerprint !== print) {
+  if (outcome === 'created') return { payment: row, created: true };
+  if (outcome === null || outcome.fingerprint !== print) {
     throw new AppError(
       'idempotency_conflict',
       `Order ${body.orderId} on terminal ${body.terminalId} already has a payment with a different request body.`,
     );
   }
-  return { payment: outcome.payment, created: false };
+  return { payment: outcome, created: false };
+}
+
+async function findByOrder(tx: Tx, terminalId: string, orderId: string): Promise<PaymentTable | undefined> {
+  const { rows } = await hotQuery(tx, 'create-payment.by-order', [terminalId, orderId], () =>
+    tx.selectFrom('payments').selectAll().where('terminal_id', '=', terminalId).where('order_id', '=', orderId),
+  );
+  return rows[0];
 }
 
 /** Endpoint 6: the current state of one of the caller's payments. */
 export async function findPayment(ctx: AppContext, signer: Signer, paymentIdentifier: string): Promise<PaymentTable> {
-  const outcome = await ctx.store.run(paymentStatusOperation, {
-    nonce: nonceOf(signer),
-    paymentId: paymentIdentifier,
-    merchantId: signer.merchantId,
+  const payment = await ctx.store.write(async (tx) => {
+    await consumeNonce(tx, signer);
+    const { rows } = await hotQuery(tx, 'payment-status.select', [paymentIdentifier, signer.merchantId], () =>
+      tx.selectFrom('payments').selectAll().where('id', '=', paymentIdentifier).where('merchant_id', '=', signer.merchantId),
+    );
+    return rows[0];
   });
   signer.nonceRecorded = true;
-  if (outcome.kind === 'nonce_reused') throw nonceReused();
-  if (!outcome.payment) throw new AppError('not_found', `No payment ${paymentIdentifier}.`);
-  return outcome.payment;
+  if (!payment) throw new AppError('not_found', `No payment ${paymentIdentifier}.`);
+  return payment;
 }

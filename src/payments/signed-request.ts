@@ -1,10 +1,10 @@
 import type { FastifyRequest } from 'fastify';
 import { bodyHash, digestEquals, hmacHex, SIGNATURE_HEADERS, signingString } from '../client/signing.js';
 import type { AppContext } from '../context.js';
+import type { Tx } from '../db/database.js';
 import { hotQuery } from '../db/hot-query.js';
 import { AppError, type ErrorCode } from '../http/errors.js';
 import { WindowLimiter } from '../http/rate-limit.js';
-import { type NonceRecord, recordNonceOperation } from './operations.js';
 
 /** How far a request's timestamp may be from the server clock, either way (CONTRACT §5). */
 export const TIMESTAMP_WINDOW_SECONDS = 300;
@@ -126,11 +126,20 @@ export function verifySignedRequest(ctx: AppContext) {
   };
 }
 
-export const nonceReused = () => refuse('nonce_reused', 'This X-Service-Nonce was already used with this key.');
+const nonceReused = () => refuse('nonce_reused', 'This X-Service-Nonce was already used with this key.');
 
-/** The request's nonce, as the operation that records it takes it. */
-export function nonceOf(signer: Signer): NonceRecord {
-  return { keyId: signer.keyId, nonce: signer.nonce, expiresAt: signer.nonceExpiresAt };
+/**
+ * Records the request's nonce inside the operation's transaction; of two concurrent uses
+ * of one nonce, exactly one gets past this. Call it first in the unit.
+ */
+export async function consumeNonce(tx: Tx, signer: Signer): Promise<void> {
+  const inserted = await hotQuery(tx, 'signed-request.consume-nonce', [signer.keyId, signer.nonce, signer.nonceExpiresAt], () =>
+    tx
+      .insertInto('nonces')
+      .values({ key_id: signer.keyId, nonce: signer.nonce, expires_at: signer.nonceExpiresAt })
+      .onConflict((oc) => oc.columns(['key_id', 'nonce']).doNothing()),
+  );
+  if (Number(inserted.numAffectedRows ?? 0n) !== 1) throw nonceReused();
 }
 
 /**
@@ -148,7 +157,13 @@ export function recordUnusedNonce(ctx: AppContext) {
       return;
     }
     void ctx.store
-      .run(recordNonceOperation, nonceOf(signer))
+      .write((tx) =>
+        tx
+          .insertInto('nonces')
+          .values({ key_id: signer.keyId, nonce: signer.nonce, expires_at: signer.nonceExpiresAt })
+          .onConflict((oc) => oc.columns(['key_id', 'nonce']).doNothing())
+          .execute(),
+      )
       .catch((err: unknown) => request.log.error({ err }, 'could not record a nonce'))
       .then(() => {
         signer.nonceRecorded = true;
