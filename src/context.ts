@@ -25,7 +25,7 @@ export function createContext(parts: {
   now?: () => number;
 }): AppContext {
   const now = parts.now ?? Date.now;
-  const messenger = new Messenger(parts.store, parts.config, parts.log, parts.transports ?? { email: null, sms: null }, now);
+  const messenger = new Messenger(parts.store, parts.log, parts.transports ?? { email: null, sms: null }, now);
   return {
     config: parts.config,
     store: parts.store,

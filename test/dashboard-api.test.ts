@@ -13,7 +13,6 @@ import {
   type PayerFixture,
   payerToken,
   paymentBody,
-  type Reply,
   unique,
   uniquePhone,
 } from './helpers/client.js';

@@ -4,7 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { accountId, balanceOf, CASH_IN_OWNER, checkLedger } from '../src/ledger/ledger.js';
 import { assertError, assertIso } from './helpers/assertions.js';
-import { admin, call, createMerchant, createPayer, login, type Reply, unique, uniquePhone } from './helpers/client.js';
+import { admin, call, createMerchant, createPayer, login, unique, uniquePhone } from './helpers/client.js';
 import { ADMIN_TOKEN, type Lipa, startLipa } from './helpers/harness.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;

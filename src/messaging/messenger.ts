@@ -1,5 +1,4 @@
 import type { FastifyBaseLogger } from 'fastify';
-import type { Config } from '../config.js';
 import type { Db, Tx } from '../db/database.js';
 import { hotQuery } from '../db/hot-query.js';
 import type { MessageStatus, MessageTable } from '../db/schema.js';
@@ -47,7 +46,6 @@ export class Messenger implements Notifier {
 
   constructor(
     private readonly store: Db,
-    private readonly config: Config,
     private readonly log: FastifyBaseLogger,
     readonly transports: Transports,
     private readonly now: () => number = Date.now,
