@@ -117,6 +117,12 @@ describe('authentication comes before the body', () => {
     }
     const adminReply = await call(lipa.url, 'POST', '/api/v1/admin/merchants', { raw: '{bad' });
     assert.equal(adminReply.status, 401);
+    // However long a path parameter is, the route is reached: authentication comes first.
+    for (const path of [`/api/v1/wallet/payments/${'p'.repeat(5000)}/accept`, `/api/v1/callbacks/${'e'.repeat(5000)}/redeliver`]) {
+      const long = await call(lipa.url, 'POST', path, { body: { pin: '1234' } });
+      assert.equal(long.status, 401, `${path.slice(0, 30)}…: ${long.text.slice(0, 200)}`);
+      assert.equal(long.body.error.code, 'unauthorized');
+    }
   });
 
   test('the messaging API answers a bad api_key with 401, whatever the body', async () => {

@@ -281,12 +281,21 @@ describe('messaging API: answers and refusals (embedded outbox)', () => {
     assert.equal(await countMessages(lipa), before);
   });
 
-  test('a body over 64 KiB: 413 payload_too_large in the messaging shape', async () => {
+  test('large bodies get the interface 400, never a 413: over the content limit, and over 1 MiB', async () => {
     const before = await countMessages(lipa);
-    const reply = await send(lipa, keyA, email({ content: 'x'.repeat(70 * 1024) }));
-    assert.equal(reply.status, 413, reply.text);
-    assert.deepEqual(reply.body, { status: 'error', message: reply.body.message, error_code: 'payload_too_large' });
-    assert.equal(typeof reply.body.message, 'string');
+    // 70 KiB of email content: within the body limit, over the 60,000-character content limit.
+    const long = await send(lipa, keyA, email({ content: 'x'.repeat(70 * 1024) }));
+    assert.equal(long.status, 400, long.text);
+    assert.deepEqual(keysOf(long.body), ['message', 'status'], 'the email 400 shape');
+    assert.match(long.body.message, /at most 60000 characters/);
+    const longSms = await send(lipa, keyA, sms({ content: 'x'.repeat(70 * 1024) }));
+    assert.equal(longSms.status, 400, longSms.text);
+    assert.equal(longSms.body.error_code, 'bad_request');
+    // Over 1 MiB the body is not read, so its type is unknown: the general 400.
+    const huge = await send(lipa, keyA, email({ content: 'x'.repeat(1024 * 1024 + 1) }));
+    assert.equal(huge.status, 400, huge.text);
+    assert.deepEqual(huge.body, { status: 'error', message: huge.body.message, error_code: 'bad_request' });
+    assert.match(huge.body.message, /over 1 MiB/);
     assert.equal(await countMessages(lipa), before);
   });
 
@@ -373,7 +382,11 @@ describe('messaging API: answers and refusals (embedded outbox)', () => {
     const sent = await send(lipa, keyA, sms());
     const real: string = sent.body.data.id;
     const lookalike = `${real.slice(0, -1)}${real.endsWith('0') ? '1' : '0'}`;
-    for (const id of [lookalike, 'msg_00000000000000000000000000000000', 'nothing', 'x'.repeat(90)]) {
+    // However long an id is, it is only unknown: 404, and a bad key is still 401 first.
+    for (const id of [lookalike, 'msg_00000000000000000000000000000000', 'nothing', 'x'.repeat(90), 'x'.repeat(500), 'x'.repeat(5000)]) {
+      const unauthorized = await lookup(lipa, 'not-a-key', id);
+      assert.equal(unauthorized.status, 401, `${id.slice(0, 20)}… with a bad key: ${unauthorized.text.slice(0, 200)}`);
+      assert.equal(unauthorized.body.message, 'Authentication failed');
       const reply = await lookup(lipa, keyA, id);
       assert.equal(reply.status, 404, `${id}: ${reply.text}`);
       assert.deepEqual(keysOf(reply.body), ['error_code', 'message']);

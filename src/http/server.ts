@@ -33,8 +33,9 @@ export function createServer(logger: FastifyBaseLogger): App {
   const app = Fastify({
     loggerInstance: logger,
     bodyLimit: BODY_LIMIT,
-    // Long enough that an over-long id reaches its route and gets a proper 404.
-    routerOptions: { maxParamLength: 1000 },
+    // As long as any URL Node accepts (its request line fits in 16 KiB of headers), so that an
+    // over-long id reaches its route: authentication first, then a proper 404.
+    routerOptions: { maxParamLength: 16 * 1024 },
     // Errors the router raises before any hook (a malformed URL) also get the one error body.
     frameworkErrors: (error, request, reply) => {
       reply.header('x-request-id', request.id);

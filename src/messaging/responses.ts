@@ -50,9 +50,6 @@ export const messagingReply = {
         error_code: 'rate_limited',
       }),
 
-  payloadTooLarge: (reply: FastifyReply) =>
-    reply.code(413).send({ status: 'error', message: 'The request body is too large.', error_code: 'payload_too_large' }),
-
   internalError: (reply: FastifyReply) =>
     reply
       .code(500)

@@ -13,6 +13,11 @@ import { type Refusal, validateMessage } from './validate.js';
 
 /** How long POST /api/messages waits for the first attempt before answering `queued`. */
 const FIRST_ATTEMPT_WAIT_MS = 2000;
+/**
+ * The interface has no 413 for messages: a body within this limit gets the per-type 400 for
+ * content over its limit (LIMITS), a larger one a plain 400.
+ */
+export const MESSAGE_BODY_LIMIT = 1024 * 1024;
 
 interface MessagingKey {
   id: string;
@@ -55,7 +60,8 @@ export async function registerMessagingRoutes(app: App, ctx: AppContext): Promis
 
     scope.setErrorHandler((error: FastifyError, request, reply) => {
       const code = error instanceof AppError ? error.code : error.code;
-      if (code === 'payload_too_large' || code === 'FST_ERR_CTP_BODY_TOO_LARGE') return messagingReply.payloadTooLarge(reply);
+      if (code === 'payload_too_large' || code === 'FST_ERR_CTP_BODY_TOO_LARGE')
+        return messagingReply.badRequest(reply, `The request body is over ${MESSAGE_BODY_LIMIT / 1024 / 1024} MiB.`);
       if (error instanceof AppError && error.status < 500) return messagingReply.badRequest(reply, error.message);
       if ((error.statusCode ?? 500) < 500) return messagingReply.badRequest(reply, error.message);
       request.log.error({ err: error }, 'messaging request failed');
@@ -88,6 +94,7 @@ export async function registerMessagingRoutes(app: App, ctx: AppContext): Promis
       '/api/messages',
       {
         onRequest: sendKey,
+        bodyLimit: MESSAGE_BODY_LIMIT,
         // Documented here; checked by validateMessage so that refusals take the interface's shapes.
         attachValidation: true,
         schema: {
@@ -151,7 +158,8 @@ export async function registerMessagingRoutes(app: App, ctx: AppContext): Promis
           tags,
           security,
           summary: 'Read back one sent message (endpoint 8)',
-          params: Type.Object({ message_id: Type.String({ maxLength: 200 }) }),
+          // No length limit of its own: an id that is too long is just unknown (404).
+          params: Type.Object({ message_id: Type.String() }),
         },
       },
       async (request, reply) => {
