@@ -89,6 +89,8 @@ interface Row {
   peakMiB: number;
   rssStart: number;
   rssEnd: number;
+  /** The highest resident memory sampled in the first and in the second half of the run. */
+  rssHalves: [number, number];
   /** Share of one core the server used during the run. */
   cpu: number;
   /** Share of one core the server's main thread (its event loop) used. */
@@ -102,7 +104,13 @@ async function load(name: string, pid: number, options: autocannon.Options): Pro
   const cpuStart = cpuSeconds(pid);
   const loadStart = process.cpuUsage();
   const mainStart = threadCpuSeconds(pid, pid);
+  // Resident memory once a second: flat memory means the second half of the run peaks no
+  // higher than the first.
+  const samples: number[] = [];
+  const sampler = setInterval(() => samples.push(memory(pid).rss), 1000);
   const result = await autocannon({ connections: CONNECTIONS, duration: SECONDS, ...options });
+  clearInterval(sampler);
+  const half = Math.floor(samples.length / 2);
   const mainCpu = (threadCpuSeconds(pid, pid) - mainStart) / SECONDS;
   const cpu = (cpuSeconds(pid) - cpuStart) / SECONDS;
   const loadUsage = process.cpuUsage(loadStart);
@@ -118,6 +126,7 @@ async function load(name: string, pid: number, options: autocannon.Options): Pro
     peakMiB: mem.peak,
     rssStart,
     rssEnd: mem.rss,
+    rssHalves: [Math.max(0, ...samples.slice(0, half)), Math.max(0, ...samples.slice(half))],
     cpu,
     mainCpu,
     loadCpu,
@@ -411,6 +420,7 @@ function print(rows: Row[]): void {
     'load CPU',
     'peak RSS MiB',
     'RSS start→end MiB',
+    'RSS max 1st→2nd half',
   ];
   const lines = rows.map((r) => [
     r.scenario,
@@ -425,6 +435,7 @@ function print(rows: Row[]): void {
     `${(r.loadCpu * 100).toFixed(0)} %`,
     r.peakMiB.toFixed(0),
     `${r.rssStart.toFixed(0)}→${r.rssEnd.toFixed(0)}`,
+    `${r.rssHalves[0].toFixed(0)}→${r.rssHalves[1].toFixed(0)}`,
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => (l[i] ?? '').length)));
   const fmt = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join(' | ')} |`;
