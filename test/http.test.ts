@@ -135,6 +135,18 @@ describe('authentication comes before the body', () => {
     assert.equal(lookup.body.message, 'Authentication failed');
   });
 
+  test('a path that is not valid percent-encoding names no endpoint: 404 in the shape of the API asked', async () => {
+    for (const path of ['/api/v1/wallet/payments/%E0%A4%A/accept', '/api/public/v1/merchant-payments/%zz', '/%']) {
+      const reply = await call(lipa.url, 'POST', path, { body: {} });
+      assert.equal(reply.status, 404, `${path}: ${reply.text}`);
+      assert.equal(reply.body.error.code, 'not_found', path);
+      assert.ok(reply.headers.get('x-request-id'), 'the request id is still set');
+    }
+    const message = await call(lipa.url, 'GET', '/api/messages/%zz', { headers: { api_key: 'wrong' } });
+    assert.equal(message.status, 404, message.text);
+    assert.deepEqual(message.body, { message: message.body.message, error_code: 'not_found' });
+  });
+
   test('parallel wrong passwords cannot get past the per-login limit', async () => {
     const login = `flood-${Date.now()}@shop.example`;
     const replies = await Promise.all(

@@ -3,6 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyRequest } from 'fastify';
 import FindMyWay from 'find-my-way';
 import secureJson from 'secure-json-parse';
+import { messagingReply } from '../messaging/responses.js';
 import { AppError, errorHandler, sendError } from './errors.js';
 import { ErrorResponse } from './schemas.js';
 import type { App } from './types.js';
@@ -36,10 +37,19 @@ export function createServer(logger: FastifyBaseLogger): App {
     // As long as any URL Node accepts (its request line fits in 16 KiB of headers), so that an
     // over-long id reaches its route: authentication first, then a proper 404.
     routerOptions: { maxParamLength: 16 * 1024 },
-    // Errors the router raises before any hook (a malformed URL) also get the one error body.
+    // Errors the router raises before any hook also get the error body of the API asked.
     frameworkErrors: (error, request, reply) => {
       reply.header('x-request-id', request.id);
-      sendError(reply, new AppError(error.statusCode === 404 ? 'not_found' : 'invalid_json', error.message));
+      if (error.code !== 'FST_ERR_BAD_URL' && error.statusCode !== 404) {
+        request.log.error({ err: error }, 'router failed');
+        return sendError(reply, new AppError('internal_error', 'Something went wrong on our side; retry later.'));
+      }
+      // A path that cannot be percent-decoded names no endpoint (the interface: 404).
+      if (request.url.startsWith('/api/messages/')) return messagingReply.notFound(reply);
+      sendError(
+        reply,
+        new AppError('not_found', `No endpoint ${request.method} ${request.url.split('?')[0]}: the path is not valid percent-encoding.`),
+      );
     },
     requestTimeout: 30_000,
     connectionTimeout: 60_000,
