@@ -18,11 +18,19 @@ describe('HTTP hygiene', () => {
     assert.equal(reply.body.requestId, reply.headers.get('x-request-id'));
   });
 
-  test('a known path with the wrong method answers 405 with Allow', async () => {
+  test('a known path with the wrong method is an invalid endpoint: 404, with Allow naming the methods it takes', async () => {
     const reply = await call(lipa.url, 'DELETE', '/api/v1/authorization');
-    assert.equal(reply.status, 405);
-    assert.equal(reply.body.error.code, 'method_not_allowed');
+    assert.equal(reply.status, 404);
+    assert.equal(reply.body.error.code, 'not_found');
     assert.equal(reply.headers.get('allow'), 'POST');
+    const create = await call(lipa.url, 'GET', '/api/public/v1/merchant-payments');
+    assert.equal(create.status, 404);
+    assert.equal(create.headers.get('allow'), 'POST');
+    // Under the messaging API, its own 404 shape.
+    const messages = await call(lipa.url, 'GET', '/api/messages', { headers: { api_key: 'wrong' } });
+    assert.equal(messages.status, 404, messages.text);
+    assert.deepEqual(messages.body, { message: messages.body.message, error_code: 'not_found' });
+    assert.equal(messages.headers.get('allow'), 'POST');
   });
 
   test('a safe incoming X-Request-Id is kept; an unsafe one is replaced', async () => {

@@ -24,7 +24,6 @@ const STATUS = {
   invalid_pin: 403,
   pin_locked: 403,
   not_found: 404,
-  method_not_allowed: 405,
   login_taken: 409,
   phone_taken: 409,
   terminal_id_taken: 409,

@@ -27,7 +27,7 @@ const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as 
 
 /**
  * A Fastify instance with the HTTP hygiene every listener shares: request ids, the one
- * error body, 404 and 405 in that shape, strict JSON parsing from raw bytes, a body limit,
+ * error body, 404 in that shape (with Allow when only the method is wrong), strict JSON parsing from raw bytes, a body limit,
  * timeouts, and security headers.
  */
 export function createServer(logger: FastifyBaseLogger): App {
@@ -107,7 +107,8 @@ export function createServer(logger: FastifyBaseLogger): App {
 
   app.setErrorHandler(errorHandler);
 
-  // 405 for a known path with another method: a shadow router records every route.
+  // A known path with another method is an invalid endpoint too (the interface: 404), and
+  // its Allow header says which methods the path takes: a shadow router records every route.
   const known = FindMyWay();
   app.addHook('onRoute', (route) => {
     for (const method of [route.method].flat() as FindMyWay.HTTPMethod[]) {
@@ -117,15 +118,10 @@ export function createServer(logger: FastifyBaseLogger): App {
   app.setNotFoundHandler((request, reply) => {
     const path = request.url.split('?')[0] ?? '/';
     const allowed = METHODS.filter((m) => known.find(m, path) !== null);
-    if (allowed.length > 0) {
-      return sendError(
-        reply,
-        new AppError('method_not_allowed', `${request.method} is not allowed here; use ${allowed.join(', ')}.`, undefined, {
-          Allow: allowed.join(', '),
-        }),
-      );
-    }
-    return sendError(reply, new AppError('not_found', `No endpoint ${request.method} ${path}.`));
+    if (allowed.length > 0) reply.header('allow', allowed.join(', '));
+    if (path === '/api/messages' || path.startsWith('/api/messages/')) return messagingReply.notFound(reply);
+    const hint = allowed.length > 0 ? ` ${path} takes ${allowed.join(', ')}.` : '';
+    return sendError(reply, new AppError('not_found', `No endpoint ${request.method} ${path}.${hint}`));
   });
 
   return app;
