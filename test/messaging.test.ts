@@ -382,6 +382,12 @@ describe('messaging API: answers and refusals (embedded outbox)', () => {
     const sent = await send(lipa, keyA, sms());
     const real: string = sent.body.data.id;
     const lookalike = `${real.slice(0, -1)}${real.endsWith('0') ? '1' : '0'}`;
+    // The service's own messages (a login OTP) were sent by no merchant: unknown to this API.
+    await merchantSession(lipa);
+    const otp = await lipa.ctx.store.db.selectFrom('messages').select('id').where('purpose', '=', 'otp').executeTakeFirstOrThrow();
+    const own = await lookup(lipa, keyA, otp.id);
+    assert.equal(own.status, 404, own.text);
+    assert.equal(own.body.error_code, 'not_found');
     // However long an id is, it is only unknown: 404, and a bad key is still 401 first.
     for (const id of [lookalike, 'msg_00000000000000000000000000000000', 'nothing', 'x'.repeat(90), 'x'.repeat(500), 'x'.repeat(5000)]) {
       const unauthorized = await lookup(lipa, 'not-a-key', id);

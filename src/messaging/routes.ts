@@ -170,7 +170,8 @@ export async function registerMessagingRoutes(app: App, ctx: AppContext): Promis
         const db = ctx.store.db;
         const { rows } = await hotQuery(db, 'messaging.get', [id], () => db.selectFrom('messages').selectAll().where('id', '=', id));
         const message = rows[0] as MessageTable | undefined;
-        if (!message) return messagingReply.notFound(reply);
+        // The service's own messages (OTPs, prompts) were sent by no merchant: unknown here.
+        if (!message || message.merchant_id === null) return messagingReply.notFound(reply);
         if (message.merchant_id !== key.merchantId) return messagingReply.accessDenied(reply);
         return messagingReply.found(reply, message);
       },
