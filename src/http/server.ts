@@ -27,8 +27,8 @@ const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as 
 
 /**
  * A Fastify instance with the HTTP hygiene every listener shares: request ids, the one
- * error body, 404 in that shape (with Allow when only the method is wrong), strict JSON parsing from raw bytes, a body limit,
- * timeouts, and security headers.
+ * error body, 404 in that shape (with Allow when only the method is wrong), strict JSON
+ * parsing from raw bytes, a body limit, timeouts, and security headers.
  */
 export function createServer(logger: FastifyBaseLogger): App {
   const app = Fastify({
