@@ -1,7 +1,7 @@
 // The operator console (/admin). The ADMIN_TOKEN is typed in by the operator, kept in
 // sessionStorage (this tab only) and sent as a Bearer header; it is never part of the page.
 // Every user-supplied string (names, logins, message content) goes in through textContent.
-import { $, api, el, errorText, field, money, problem, session, show, statusBadge, statusLine, table, tabs, when } from './common.js';
+import { $, api, el, errorText, field, money, problem, session, show, statusBadge, statusLine, tabbedPage, table, when } from './common.js';
 
 const TOKEN = 'lipa.admin.token';
 const root = $('#app');
@@ -76,39 +76,25 @@ function tokenView(message, kind = 'error') {
 }
 
 function consoleView() {
-  const panel = el('section', { id: 'panel', class: 'panel' });
-  const nav = tabs({
+  tabbedPage({
+    root,
+    title: 'Operator console',
     label: 'Console sections',
-    panel,
     items: [
       { id: 'merchants', title: 'Merchants' },
       { id: 'payers', title: 'Payers' },
       { id: 'outbox', title: 'Outbox' },
     ],
-    onSelect: (id) => {
-      stopOutbox();
-      session.set('lipa.admin.tab', id);
-      const view = el('div');
-      panel.replaceChildren(view);
-      void VIEWS[id](view);
-    },
+    views: VIEWS,
+    storageKey: 'lipa.admin.tab',
+    onLeave: stopOutbox,
+    actions: el('button', {
+      type: 'button',
+      class: 'secondary',
+      text: 'Forget the token',
+      onclick: () => forget('The token is forgotten in this tab.', 'notice'),
+    }),
   });
-  root.replaceChildren(
-    el(
-      'div',
-      { class: 'bar' },
-      el('h1', { text: 'Operator console' }),
-      el('button', {
-        type: 'button',
-        class: 'secondary',
-        text: 'Forget the token',
-        onclick: () => forget('The token is forgotten in this tab.', 'notice'),
-      }),
-    ),
-    nav.nav,
-    panel,
-  );
-  nav.select(session.get('lipa.admin.tab') ?? 'merchants');
 }
 
 // ---------------------------------------------------------------------------------------

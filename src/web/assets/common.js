@@ -175,6 +175,30 @@ export function tabs({ label, items, panel, onSelect }) {
  * its column titles (data-label, app.css), explicit roles keeping the table semantics.
  * `columns` are {title, cell(row)} where cell returns text or a Node; text goes in as text only.
  */
+/**
+ * A page of tabs under a title bar (the dashboard, the operator console). The chosen tab is
+ * remembered for this browser tab (`storageKey`), the first is the default, and every visit
+ * gets a fresh container: a slow answer for a tab left behind lands nowhere. `onLeave` runs
+ * before each switch (to stop a tab's timers).
+ */
+export function tabbedPage({ root, title, label, items, views, storageKey, actions, onLeave }) {
+  const panel = el('section', { id: 'panel', class: 'panel' });
+  const nav = tabs({
+    label,
+    panel,
+    items,
+    onSelect: (id) => {
+      onLeave?.();
+      session.set(storageKey, id);
+      const view = el('div');
+      panel.replaceChildren(view);
+      void views[id](view);
+    },
+  });
+  root.replaceChildren(el('div', { class: 'bar' }, el('h1', { text: title }), actions), nav.nav, panel);
+  nav.select(session.get(storageKey) ?? items[0].id);
+}
+
 export function table({ caption, columns, rows, empty = 'Nothing yet.' }) {
   if (rows.length === 0) return el('p', { class: 'muted', text: empty });
   const head = el(

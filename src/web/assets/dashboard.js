@@ -15,8 +15,8 @@ import {
   show,
   statusBadge,
   statusLine,
+  tabbedPage,
   table,
-  tabs,
   when,
 } from './common.js';
 
@@ -71,10 +71,10 @@ async function start() {
   if (reply.status !== 200) return signOut(errorText(reply));
   if (reply.body.type !== 'merchant') return signOut('That is a wallet account. Payers use /wallet.');
   me = reply.body;
-  const panel = el('section', { id: 'panel', class: 'panel' });
-  const nav = tabs({
+  tabbedPage({
+    root,
+    title: 'Merchant dashboard',
     label: 'Dashboard sections',
-    panel,
     items: [
       { id: 'pos', title: 'Points of sale' },
       { id: 'signing-keys', title: 'Signing keys' },
@@ -82,30 +82,15 @@ async function start() {
       { id: 'payments', title: 'Payments' },
       { id: 'messages', title: 'Messages' },
     ],
-    onSelect: (id) => {
-      session.set('lipa.dashboard.tab', id);
-      // A fresh container per visit: a slow answer for a tab left behind lands nowhere.
-      const view = el('div');
-      panel.replaceChildren(view);
-      void VIEWS[id](view);
-    },
-  });
-  root.replaceChildren(
-    el(
-      'div',
-      { class: 'bar' },
-      el('h1', { text: 'Merchant dashboard' }),
-      el(
-        'p',
-        {},
-        el('span', { class: 'muted', text: `${me.name} · ${me.login} ` }),
-        el('button', { type: 'button', class: 'secondary', text: 'Sign out', onclick: () => signOut('You signed out.', 'notice') }),
-      ),
+    views: VIEWS,
+    storageKey: 'lipa.dashboard.tab',
+    actions: el(
+      'p',
+      {},
+      el('span', { class: 'muted', text: `${me.name} · ${me.login} ` }),
+      el('button', { type: 'button', class: 'secondary', text: 'Sign out', onclick: () => signOut('You signed out.', 'notice') }),
     ),
-    nav.nav,
-    panel,
-  );
-  nav.select(session.get('lipa.dashboard.tab') ?? 'pos');
+  });
 }
 
 // ---------------------------------------------------------------------------------------
