@@ -2,6 +2,7 @@ import type { Selectable } from 'kysely';
 import { signRequest } from '../client/signing.js';
 import type { AppContext } from '../context.js';
 import type { CallbackDeliveryTable } from '../db/schema.js';
+import { backoffMs } from '../jobs/backoff.js';
 import { randomId } from '../security/tokens.js';
 import { type CallbackResult, postCallback } from './transport.js';
 
@@ -19,12 +20,6 @@ const running = new Set<Promise<void>>();
 /** Resolves when the attempts on the wire are done and recorded (used on shutdown). */
 export async function callbacksInFlight(): Promise<void> {
   await Promise.allSettled([...running]);
-}
-
-/** The delay before the next try after `attempts` failed ones, with ±20 % jitter. */
-export function retryDelayMs(baseSeconds: number, attempts: number): number {
-  const delay = Math.min(baseSeconds * 1000 * 2 ** (attempts - 1), MAX_DELAY_MS);
-  return Math.round(delay * (0.8 + Math.random() * 0.4));
 }
 
 /**
@@ -150,7 +145,7 @@ async function record(ctx: AppContext, delivery: Selectable<CallbackDeliveryTabl
       .set({
         attempts: again ? Math.min(made, MAX_ATTEMPTS - 1) : made,
         status: again ? 'pending' : ok ? 'delivered' : made >= MAX_ATTEMPTS ? 'failed' : 'pending',
-        next_attempt_at: again || ok ? now : now + retryDelayMs(ctx.config.callbackRetryBaseSeconds, made),
+        next_attempt_at: again || ok ? now : now + backoffMs(ctx.config.callbackRetryBaseSeconds * 1000, made, MAX_DELAY_MS),
         locked_until: 0,
         redeliver_requested: 0,
         last_error: error,

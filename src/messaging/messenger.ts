@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Db, Tx } from '../db/database.js';
 import { hotQuery } from '../db/hot-query.js';
 import type { MessageStatus, MessageTable } from '../db/schema.js';
+import { backoffMs } from '../jobs/backoff.js';
 import type { Notifier, OutgoingMessage } from '../notifier/notifier.js';
 import { splitPhone } from '../notifier/notifier.js';
 import { randomId } from '../security/tokens.js';
@@ -175,7 +176,7 @@ export class Messenger implements Notifier {
       status = 'failed';
     } else {
       status = 'queued';
-      next = now + Math.min(2000 * 2 ** (attempts - 1), 10 * 60_000) * (0.8 + Math.random() * 0.4);
+      next = now + backoffMs(2000, attempts, 10 * 60_000);
       if (!(error instanceof TransientSendError)) this.log.error({ err: error, messageId: message.id }, 'message send failed unexpectedly');
     }
     const content = this.redactedAfterSend(message, status);
@@ -183,18 +184,7 @@ export class Messenger implements Notifier {
       hotQuery(
         tx,
         'messages.record-attempt',
-        [
-          status,
-          result?.providerId ?? null,
-          attempts,
-          Math.round(next),
-          0,
-          error?.message ?? null,
-          content,
-          now,
-          message.id,
-          message.locked_until,
-        ],
+        [status, result?.providerId ?? null, attempts, next, 0, error?.message ?? null, content, now, message.id, message.locked_until],
         () =>
           tx
             .updateTable('messages')
@@ -202,7 +192,7 @@ export class Messenger implements Notifier {
               status,
               provider_id: result?.providerId ?? null,
               attempts,
-              next_attempt_at: Math.round(next),
+              next_attempt_at: next,
               locked_until: 0,
               last_error: error?.message ?? null,
               content,
