@@ -24,6 +24,9 @@ declare module 'fastify' {
 const BODY_LIMIT = 64 * 1024;
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
+const pathOf = (url: string) => url.split('?')[0] ?? '/';
+/** The messaging API's paths, whose 404 has that API's own shape. */
+const isMessagingPath = (path: string) => path === '/api/messages' || path.startsWith('/api/messages/');
 
 /**
  * A Fastify instance with the HTTP hygiene every listener shares: request ids, the one
@@ -45,11 +48,9 @@ export function createServer(logger: FastifyBaseLogger): App {
         return sendError(reply, new AppError('internal_error', 'Something went wrong on our side; retry later.'));
       }
       // A path that cannot be percent-decoded names no endpoint (the interface: 404).
-      if (request.url.startsWith('/api/messages/')) return messagingReply.notFound(reply);
-      sendError(
-        reply,
-        new AppError('not_found', `No endpoint ${request.method} ${request.url.split('?')[0]}: the path is not valid percent-encoding.`),
-      );
+      const path = pathOf(request.url);
+      if (isMessagingPath(path)) return messagingReply.notFound(reply);
+      sendError(reply, new AppError('not_found', `No endpoint ${request.method} ${path}: the path is not valid percent-encoding.`));
     },
     requestTimeout: 30_000,
     connectionTimeout: 60_000,
@@ -116,10 +117,10 @@ export function createServer(logger: FastifyBaseLogger): App {
     }
   });
   app.setNotFoundHandler((request, reply) => {
-    const path = request.url.split('?')[0] ?? '/';
+    const path = pathOf(request.url);
     const allowed = METHODS.filter((m) => known.find(m, path) !== null);
     if (allowed.length > 0) reply.header('allow', allowed.join(', '));
-    if (path === '/api/messages' || path.startsWith('/api/messages/')) return messagingReply.notFound(reply);
+    if (isMessagingPath(path)) return messagingReply.notFound(reply);
     const hint = allowed.length > 0 ? ` ${path} takes ${allowed.join(', ')}.` : '';
     return sendError(reply, new AppError('not_found', `No endpoint ${request.method} ${path}.${hint}`));
   });
