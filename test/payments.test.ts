@@ -1,12 +1,13 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import { LipaClient, signRequest } from '../src/client/index.js';
+import { LipaClient, type Payment, signRequest } from '../src/client/index.js';
 import {
   admin,
   call,
   categoryId,
   createPayer,
+  lastOtpSentTo,
   type MerchantSetup,
   merchantWithPos,
   payerToken,
@@ -418,6 +419,29 @@ describe('payment requests in production', () => {
     );
     assert.equal(reply.status, 201, JSON.stringify(reply.body));
     assert.equal(reply.body.status, 'no_user', 'no staging test payers in production');
+  });
+
+  test('a staging test number is an ordinary payer in production: no automatic answer, no free money', async () => {
+    const payer = await createPayer(lipa, { phone: '254708000001', balance: 0 });
+    const reply = await create(
+      client,
+      paymentBody(merchant, { payer: { method: 'phone', value: payer.phone }, urls: { callbackUrl: 'https://duka.example/cb' } }),
+    );
+    assert.equal(reply.status, 201, JSON.stringify(reply.body));
+    assert.equal(reply.body.status, 'pending');
+    // Staging's test payer would have answered after about a second.
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal(((await client.paymentStatus(reply.body.paymentIdentifier)).body as Payment).status, 'pending');
+
+    await call(lipa.url, 'POST', '/api/v1/authorization', { body: { login: payer.phone, password: payer.pin } });
+    const otp = await lastOtpSentTo(lipa, payer.phone);
+    const token = (await call(lipa.url, 'POST', '/api/v1/authorization/confirm', { body: { login: payer.phone, otp } })).body.token;
+    const accepted = await call(lipa.url, 'POST', `/api/v1/wallet/payments/${reply.body.paymentIdentifier}/accept`, {
+      token,
+      body: { pin: payer.pin },
+    });
+    assert.equal(accepted.status, 200, accepted.text);
+    assert.deepEqual(accepted.body, { status: 'declined', reason: 'insufficient_funds' }, 'no top-up in production');
   });
 });
 

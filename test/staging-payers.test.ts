@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { LipaClient, type Payment } from '../src/client/index.js';
 import { checkLedger } from '../src/ledger/ledger.js';
-import { call, type MerchantSetup, merchantWithPos, paymentBody } from './helpers/client.js';
+import { admin, call, type MerchantSetup, merchantWithPos, paymentBody } from './helpers/client.js';
 import { type Lipa, startLipa } from './helpers/harness.js';
 import { type Receiver, startReceiver } from './helpers/receiver.js';
 
@@ -99,6 +99,18 @@ describe('staging test payers, end to end', () => {
     assert.equal(final.reason, 'insufficient_funds');
     const [callback] = await callbacksFor(orderId, 1);
     assert.equal(JSON.parse(callback?.body ?? '{}').payment.status, 'declined');
+  });
+
+  test('254708000004 takes no deposits (409 test_payer_without_money) and its balance stays 0', async () => {
+    const refused = await admin(lipa, 'POST', '/api/v1/admin/payers/254708000004/deposits', { amount: 1000 });
+    assert.equal(refused.status, 409, refused.text);
+    assert.equal(refused.body.error.code, 'test_payer_without_money');
+    const payers = await admin(lipa, 'GET', '/api/v1/admin/payers?limit=200');
+    const penniless = (payers.body as Array<{ phone: string; balance: number }>).find((p) => p.phone === '254708000004');
+    assert.equal(penniless?.balance, 0);
+    // And so it still cannot pay.
+    const { final } = await payAndWait('254708000004', 'declined');
+    assert.equal(final.reason, 'insufficient_funds');
   });
 
   test('254708000003 never answers: expired at the TTL', async () => {

@@ -110,7 +110,7 @@ export function registerAdminRoutes(app: App, ctx: AppContext): void {
         security: adminAuth,
         params: DepositParams,
         body: DepositBody,
-        response: { 200: DepositResponse, ...errors(401, 404, 422) },
+        response: { 200: DepositResponse, ...errors(401, 404, 409, 422) },
       },
     },
     async (request) => deposit(ctx, request.params.phone, request.body.amount),
@@ -129,7 +129,7 @@ export function registerAdminRoutes(app: App, ctx: AppContext): void {
       },
     },
     async (request) => {
-      const limit = Math.min(200, Math.max(1, Number(request.query.limit ?? 50)));
+      const limit = limitOf(request.query.limit);
       const rows = await ctx.store.db
         .selectFrom('messages')
         .selectAll()

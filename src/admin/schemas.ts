@@ -1,4 +1,5 @@
 import { Type } from 'typebox';
+import { LimitParam } from '../http/pagination.js';
 
 export const Phone = Type.String({ pattern: '^[0-9]{8,15}$', description: 'Digits with country code, no plus sign' });
 export const Amount = Type.Number({ exclusiveMinimum: 0, description: 'Major units (KES), at most 2 decimals' });
@@ -20,7 +21,7 @@ export const CreatePayerBody = Type.Object({
   phone: Phone,
   name: Type.String({ minLength: 1, maxLength: 200 }),
   pin: Type.String({ pattern: '^[0-9]{4,6}$', description: 'Wallet PIN, 4 to 6 digits' }),
-  balance: Type.Optional(Type.Number({ minimum: 0, description: 'Starting balance in major units' })),
+  balance: Type.Optional(Type.Number({ minimum: 0, description: 'Starting balance in major units: 0 to 10,000,000, at most 2 decimals' })),
 });
 export const PayerResponse = Type.Object({ payerId: Type.String(), phone: Type.String(), balance: Type.Number() });
 export const PayerListed = Type.Object({
@@ -36,9 +37,7 @@ export const DepositBody = Type.Object({ amount: Amount });
 export const DepositParams = Type.Object({ phone: Phone });
 export const DepositResponse = Type.Object({ phone: Type.String(), balance: Type.Number() });
 
-export const OutboxQuery = Type.Object({
-  limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,3}$', description: '1 to 200; default 50' })),
-});
+export const OutboxQuery = Type.Object({ limit: LimitParam });
 export const OutboxMessage = Type.Object({
   id: Type.String(),
   type: Type.String(),

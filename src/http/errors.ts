@@ -29,6 +29,7 @@ const STATUS = {
   terminal_id_taken: 409,
   idempotency_conflict: 409,
   payment_not_pending: 409,
+  test_payer_without_money: 409,
   rate_limited: 429,
   internal_error: 500,
   not_ready: 503,

@@ -8,6 +8,7 @@ import { fromMinorUnits, toMinorUnits } from '../ledger/money.js';
 import { movePayment } from '../payments/transitions.js';
 import { hashPassword } from '../security/passwords.js';
 import { paymentPrompt } from '../wallet/prompt.js';
+import { testPayerOf } from '../wallet/staging-payers.js';
 
 /**
  * A phone that registers while payments to it wait as no_user: they become pending
@@ -67,6 +68,8 @@ export async function deposit(ctx: AppContext, phone: string, amount: number) {
   const minor = toMinorUnits('amount', amount, MAX_DEPOSIT);
   const payer = await ctx.store.db.selectFrom('payers').select('id').where('phone', '=', phone).executeTakeFirst();
   if (!payer) throw new AppError('not_found', `No wallet for ${phone}.`);
+  if (testPayerOf(ctx, phone)?.money === 'none')
+    throw new AppError('test_payer_without_money', `Staging test payer ${phone} always has no money (CONTRACT §6); it takes no deposits.`);
   const now = ctx.now();
   const wallet = accountId('wallet', payer.id);
   await ctx.store.write((tx) => postDeposit(tx, payer.id, minor, now));

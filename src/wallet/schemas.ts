@@ -20,6 +20,6 @@ export const WalletPaymentsQuery = Type.Object({
   status: Type.Optional(Type.Union([Type.Literal('pending'), Type.Literal('paid'), Type.Literal('declined'), Type.Literal('expired')])),
 });
 
-export const PaymentParams = Type.Object({ paymentIdentifier: Type.String({ maxLength: 100 }) });
+export const PaymentParams = Type.Object({ paymentIdentifier: Type.String() });
 export const AcceptBody = Type.Object({ pin: Type.String({ minLength: 1, maxLength: 32 }) });
 export const Answer = Type.Object({ status: Type.String(), reason: Type.Optional(Type.String()) });

@@ -3,7 +3,7 @@ import type { PaymentTable } from '../db/schema.js';
 import { AppError } from '../http/errors.js';
 import { accountId, InsufficientFundsError, postDeposit, postTransaction } from '../ledger/ledger.js';
 import { emitStatusChange, movePayment } from '../payments/transitions.js';
-import { isBottomlessTestPayer } from './staging-payers.js';
+import { testPayerOf } from './staging-payers.js';
 
 /**
  * The payer's answer to a pending payment. Accepting debits the payer and credits the
@@ -34,12 +34,13 @@ export async function settlePayment(
       .executeTakeFirst();
     if (!claimed) return null;
     const wallet = accountId('wallet', payerId);
-    if (isBottomlessTestPayer(claimed.payer_phone)) {
-      // Staging test payers 1-3 never run out of money: top up what this payment needs.
-      await postDeposit(tx, payerId, claimed.amount, now);
-    }
+    const money = testPayerOf(ctx, claimed.payer_phone)?.money;
+    // Staging test payers 1-3 never run out of money: top up what this payment needs.
+    if (money === 'bottomless') await postDeposit(tx, payerId, claimed.amount, now);
     let result = claimed;
     try {
+      // Test payer 4 always has none, whatever an operator deposited before that was refused.
+      if (money === 'none') throw new InsufficientFundsError(wallet);
       await postTransaction(
         tx,
         {

@@ -4,23 +4,28 @@ import { CASH_IN_OWNER, openAccount } from '../ledger/ledger.js';
 import { hashPassword } from '../security/passwords.js';
 import { settlePayment } from './settle.js';
 
+interface TestPayer {
+  answer: 'accept' | 'decline' | 'never';
+  /** 1-3 never run out of money; 4 always has none (CONTRACT §6). */
+  money: 'bottomless' | 'none';
+}
+
 /**
  * Staging test payers, like test card numbers (CONTRACT §6). Present in every staging
  * database; they answer on their own about a second after a payment reaches them.
  */
-export const TEST_PAYERS = {
-  '254708000001': 'accept',
-  '254708000002': 'decline',
-  '254708000003': 'never',
-  '254708000004': 'accept',
-} as const;
-
-type TestPhone = keyof typeof TEST_PAYERS;
+export const TEST_PAYERS: Readonly<Record<string, TestPayer>> = {
+  '254708000001': { answer: 'accept', money: 'bottomless' },
+  '254708000002': { answer: 'decline', money: 'bottomless' },
+  '254708000003': { answer: 'never', money: 'bottomless' },
+  '254708000004': { answer: 'accept', money: 'none' },
+};
 
 const ANSWER_AFTER_MS = 1000;
 
-export function isBottomlessTestPayer(phone: string): boolean {
-  return phone === '254708000001' || phone === '254708000002' || phone === '254708000003';
+/** The test payer behind a phone, in staging only: in production these are ordinary numbers. */
+export function testPayerOf(ctx: AppContext, phone: string): TestPayer | undefined {
+  return ctx.config.env === 'staging' ? TEST_PAYERS[phone] : undefined;
 }
 
 /** Creates the test payers if missing (idempotent; safe with several instances). */
@@ -51,15 +56,19 @@ export async function answerForTestPayers(ctx: AppContext): Promise<void> {
     .selectFrom('payments')
     .select(['id', 'payer_id', 'payer_phone'])
     .where('status', '=', 'pending')
-    .where('payer_phone', 'in', ['254708000001', '254708000002', '254708000004'])
+    .where(
+      'payer_phone',
+      'in',
+      Object.keys(TEST_PAYERS).filter((phone) => TEST_PAYERS[phone]?.answer !== 'never'),
+    )
     .where('created_at', '<=', ctx.now() - ANSWER_AFTER_MS)
     .limit(200)
     .execute();
   await Promise.all(
     due.map(async (payment) => {
-      const behaviour = TEST_PAYERS[payment.payer_phone as TestPhone];
-      if (behaviour === 'never' || !payment.payer_id) return;
-      await settlePayment(ctx, payment.payer_id, payment.id, behaviour).catch(() => undefined); // lost a race: fine
+      const answer = TEST_PAYERS[payment.payer_phone]?.answer;
+      if (answer === undefined || answer === 'never' || !payment.payer_id) return;
+      await settlePayment(ctx, payment.payer_id, payment.id, answer).catch(() => undefined); // lost a race: fine
     }),
   );
 }
