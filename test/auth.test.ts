@@ -363,7 +363,7 @@ describe('Session expiry', () => {
   });
 });
 
-describe('Per-IP limit on endpoints 1 and 2', () => {
+describe('Per-IP limit on endpoints 1 to 3', () => {
   let lipa: Lipa;
   before(async () => {
     lipa = await startLipa({ RATE_LIMIT_AUTH_IP_PER_MIN: '5' });
@@ -384,6 +384,9 @@ describe('Per-IP limit on endpoints 1 and 2', () => {
     assertRateLimited(limited);
     assert.ok(Number(limited.headers.get('retry-after')) <= 60);
     assertRateLimited(await confirm(lipa, payer.phone, STAGING_OTP));
+    // Endpoint 3 (the mock listener's confirm) shares the count: one IP, one limit.
+    const mock = await call(lipa.mockUrl, 'POST', '/api/v1/authorization/confirm', { body: { login: payer.phone, otp: STAGING_OTP } });
+    assertRateLimited(mock);
 
     for (let i = 0; i < 8; i++) {
       const categories = await call(lipa.url, 'GET', '/api/v1/categories');

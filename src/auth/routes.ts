@@ -7,9 +7,24 @@ import { confirmMockOtp, confirmOtp } from './confirm.js';
 import { startLogin } from './login.js';
 import { ConfirmBody, LoginBody, LoginResponse, TokenResponse } from './schemas.js';
 
+/**
+ * The per-IP limit of endpoints 1-3 (RATE_LIMIT_AUTH_IP_PER_MIN): one count per process,
+ * shared by the main and the mock listener, so two listeners do not double it.
+ */
+const ipLimits = new WeakMap<AppContext, ReturnType<typeof perIpLimit>>();
+
+function ipLimitOf(ctx: AppContext): ReturnType<typeof perIpLimit> {
+  let limit = ipLimits.get(ctx);
+  if (!limit) {
+    limit = perIpLimit(new WindowLimiter(ctx.config.rateLimitAuthIpPerMin, 60_000, ctx.now));
+    ipLimits.set(ctx, limit);
+  }
+  return limit;
+}
+
 /** Endpoints 1 and 2 (and 3: the same two paths on the mock listener). */
 export function registerAuthRoutes(app: App, ctx: AppContext, audience: Audience): void {
-  const ipLimit = perIpLimit(new WindowLimiter(ctx.config.rateLimitAuthIpPerMin, 60_000, ctx.now));
+  const ipLimit = ipLimitOf(ctx);
   const tags = [audience === 'main' ? 'Merchant session' : 'Mock environment'];
 
   app.post(
