@@ -28,6 +28,11 @@ export const API_VERSION = '1.0.0';
 export async function buildApp(ctx: AppContext): Promise<App> {
   const app = createServer(ctx.log);
   await app.register(swagger, {
+    // Routes that describe their answers without a response schema (the messaging API).
+    transform: ({ schema, url, route }) => {
+      const docs = route.config?.responseDocs;
+      return { schema: docs ? { ...schema, response: docs } : schema, url };
+    },
     openapi: {
       openapi: '3.0.3',
       info: {

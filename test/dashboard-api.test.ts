@@ -296,7 +296,7 @@ describe('dashboard and console API', () => {
     });
 
     test('401 without the ADMIN_TOKEN (none, wrong, a merchant token); 422 for a bad limit', async () => {
-      for (const path of ['/api/v1/admin/merchants', '/api/v1/admin/payers']) {
+      for (const path of ['/api/v1/admin/merchants', '/api/v1/admin/payers', '/api/v1/admin/outbox']) {
         assertError(await call(lipa.url, 'GET', path), 401, 'unauthorized');
         assertError(await call(lipa.url, 'GET', path, { token: `${ADMIN_TOKEN}x` }), 401, 'unauthorized');
         assertError(await call(lipa.url, 'GET', path, { token: a.token }), 401, 'unauthorized');

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { call } from './helpers/client.js';
+import { call, createPayer, merchantSession, payerToken } from './helpers/client.js';
 import { type Lipa, startLipa } from './helpers/harness.js';
 
 describe('HTTP hygiene', () => {
@@ -98,6 +98,12 @@ describe('HTTP hygiene', () => {
     ]) {
       assert.ok(openapi.body.paths[path], `openapi documents ${path}`);
     }
+    // The messaging API's answers are described, though they are sent without response schemas.
+    const messaging = openapi.body.paths['/api/messages'].post.responses;
+    assert.deepEqual(Object.keys(messaging).sort(), ['200', '201', '400', '401', '429', '500']);
+    assert.deepEqual(Object.keys(messaging['201'].content['application/json'].schema.properties).sort(), ['data', 'message']);
+    const lookup = openapi.body.paths['/api/messages/{message_id}'].get.responses;
+    assert.deepEqual(Object.keys(lookup).sort(), ['200', '401', '403', '404']);
     const docs = await fetch(`${lipa.url}/docs/`);
     assert.equal(docs.status, 200);
     assert.match(await docs.text(), /swagger/i);
@@ -130,6 +136,25 @@ describe('authentication comes before the body', () => {
       const long = await call(lipa.url, 'POST', path, { body: { pin: '1234' } });
       assert.equal(long.status, 401, `${path.slice(0, 30)}…: ${long.text.slice(0, 200)}`);
       assert.equal(long.body.error.code, 'unauthorized');
+    }
+  });
+
+  test('an over-long id in a path is just unknown once authenticated: 404, or 409 for a wallet payment', async () => {
+    const merchant = await merchantSession(lipa);
+    const long = 'k'.repeat(5000);
+    for (const path of [`/api/v1/api-keys/${long}`, `/api/v1/messaging-keys/${long}`]) {
+      const reply = await call(lipa.url, 'DELETE', path, { token: merchant.token });
+      assert.equal(reply.status, 404, `${path.slice(0, 30)}…: ${reply.text.slice(0, 200)}`);
+      assert.equal(reply.body.error.code, 'not_found');
+    }
+    const redeliver = await call(lipa.url, 'POST', `/api/v1/callbacks/${long}/redeliver`, { token: merchant.token });
+    assert.equal(redeliver.status, 404, redeliver.text.slice(0, 200));
+    const payer = await createPayer(lipa);
+    const token = await payerToken(lipa, payer);
+    for (const action of ['accept', 'decline']) {
+      const reply = await call(lipa.url, 'POST', `/api/v1/wallet/payments/${long}/${action}`, { token, body: { pin: payer.pin } });
+      assert.equal(reply.status, 409, `${action}: ${reply.text.slice(0, 200)}`);
+      assert.equal(reply.body.error.code, 'payment_not_pending');
     }
   });
 

@@ -116,7 +116,7 @@ export function registerCallbackRoutes(app: App, ctx: AppContext): void {
         tags,
         security,
         summary: 'Send a callback event again (same eventId), to every URL',
-        params: Type.Object({ eventId: Type.String({ maxLength: 100 }) }),
+        params: Type.Object({ eventId: Type.String() }),
         response: { 202: Type.Object({ eventId: Type.String(), status: Type.Literal('pending') }), ...errors(401, 403, 404) },
       },
     },

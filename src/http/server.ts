@@ -3,6 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyRequest } from 'fastify';
 import FindMyWay from 'find-my-way';
 import secureJson from 'secure-json-parse';
+import type { TSchema } from 'typebox';
 import { messagingReply } from '../messaging/responses.js';
 import { AppError, errorHandler, sendError } from './errors.js';
 import { ErrorResponse } from './schemas.js';
@@ -18,6 +19,8 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** The route is signed (CONTRACT §5): its body is checked only after the signature. */
     signed?: boolean;
+    /** Answers for the OpenAPI description only, where a response schema would re-serialise them. */
+    responseDocs?: Record<number, TSchema>;
   }
 }
 

@@ -30,5 +30,5 @@ export const MessagingKeyListed = Type.Object({
   revokedAt: Type.Union([Type.String(), Type.Null()]),
 });
 
-export const KeyIdParams = Type.Object({ keyId: Type.String({ maxLength: 100 }) });
-export const IdParams = Type.Object({ id: Type.String({ maxLength: 100 }) });
+export const KeyIdParams = Type.Object({ keyId: Type.String() });
+export const IdParams = Type.Object({ id: Type.String() });

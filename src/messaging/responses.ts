@@ -1,4 +1,5 @@
 import type { FastifyReply } from 'fastify';
+import { type TSchema, Type } from 'typebox';
 import type { MessageTable } from '../db/schema.js';
 
 /**
@@ -81,3 +82,55 @@ export function toStoredMessage(m: MessageTable) {
   }
   return { ...common, email: m.email, subject: m.subject, content_type: m.content_type };
 }
+
+const Refused = (description: string) =>
+  Type.Object({ status: Type.Literal('error'), message: Type.String(), error_code: Type.Optional(Type.String()) }, { description });
+const Phone = Type.Object({ number: Type.String({ description: 'Masked but for the last three digits' }), country_code: Type.String() });
+
+/**
+ * The answers above as OpenAPI describes them. Only for the description (the routes send
+ * the objects above as they are; a response schema would have Fastify re-serialise them).
+ */
+export const messagingResponseDocs: Record<'send' | 'lookup', Record<number, TSchema>> = {
+  send: {
+    200: Type.Object(
+      { status: Type.Literal('success'), message: Type.String(), id: Type.String() },
+      { description: 'Email accepted; message says whether it is queued or sent' },
+    ),
+    201: Type.Object(
+      {
+        message: Type.String(),
+        data: Type.Object({ status: Type.String({ description: 'queued, sent, delivered or failed' }), id: Type.String() }),
+      },
+      { description: 'SMS accepted' },
+    ),
+    400: Refused('Invalid request (an email refusal has no error_code)'),
+    401: Refused('Missing, unknown or revoked api_key'),
+    429: Refused('Too many requests for this api_key (Retry-After)'),
+    500: Type.Union([Type.String({ description: 'An invalid email recipient: a bare JSON string' }), Refused('Server error')], {
+      description: 'An invalid email recipient (a bare JSON string), or a server error',
+    }),
+  },
+  lookup: {
+    200: Type.Object(
+      {
+        data: Type.Object({
+          id: Type.String(),
+          status: Type.String({ description: 'queued, sent, delivered or failed' }),
+          type: Type.String({ description: 'email or sms' }),
+          content: Type.String(),
+          created_at: Type.String(),
+          segments: Type.Optional(Type.Integer({ description: 'SMS only' })),
+          phone: Type.Optional(Phone),
+          email: Type.Optional(Type.String()),
+          subject: Type.Optional(Type.String()),
+          content_type: Type.Optional(Type.String()),
+        }),
+      },
+      { description: 'The message' },
+    ),
+    401: Type.Object({ message: Type.Literal('Authentication failed'), reason: Type.String() }, { description: 'Missing or bad api_key' }),
+    403: Type.Object({ message: Type.String() }, { description: "Another account's message" }),
+    404: Type.Object({ message: Type.String(), error_code: Type.Literal('not_found') }, { description: 'Unknown message' }),
+  },
+};

@@ -8,7 +8,7 @@ import { AppError } from '../http/errors.js';
 import { WindowLimiter } from '../http/rate-limit.js';
 import type { App } from '../http/types.js';
 import { sha256Hex } from '../security/tokens.js';
-import { messagingReply } from './responses.js';
+import { messagingReply, messagingResponseDocs } from './responses.js';
 import { type Refusal, validateMessage } from './validate.js';
 
 /** How long POST /api/messages waits for the first attempt before answering `queued`. */
@@ -95,6 +95,7 @@ export async function registerMessagingRoutes(app: App, ctx: AppContext): Promis
       {
         onRequest: sendKey,
         bodyLimit: MESSAGE_BODY_LIMIT,
+        config: { responseDocs: messagingResponseDocs.send },
         // Documented here; checked by validateMessage so that refusals take the interface's shapes.
         attachValidation: true,
         schema: {
@@ -154,6 +155,7 @@ export async function registerMessagingRoutes(app: App, ctx: AppContext): Promis
       '/api/messages/:message_id',
       {
         onRequest: lookupKey,
+        config: { responseDocs: messagingResponseDocs.lookup },
         schema: {
           tags,
           security,
