@@ -11,11 +11,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { signRequest } from '../src/client/signing.js';
+import { type Floor, measureFloors } from './floor.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
 const POSTGRES = process.argv.includes('--postgres');
-/** BENCH_ONLY=a (or b, c) runs one scenario, e.g. for a CPU profile of it. */
+/** BENCH_ONLY=a (or b, c, d, e, f; several: BENCH_ONLY=cf) runs some scenarios, e.g. for a CPU profile of one. */
 const ONLY = process.env.BENCH_ONLY;
 const wanted = (scenario: string) => !ONLY || ONLY.includes(scenario);
 const ADMIN_TOKEN = 'bench-admin-token-0123456789';
@@ -251,6 +252,12 @@ async function main(): Promise<void> {
   rmSync(dir, { recursive: true, force: true });
   print(rows);
   for (const note of notes) console.log(note);
+  // (f) what the durable writes alone cost, and what that leaves of each target.
+  if (wanted('f') && !POSTGRES)
+    printFloors(
+      await measureFloors(),
+      rows.find((r) => r.scenario.startsWith('(c)')),
+    );
 }
 
 const notes: string[] = [];
@@ -405,6 +412,35 @@ async function createOne(url: string, setup: { keyId: string; secret: string; te
   return data.paymentIdentifier;
 }
 
+/**
+ * The floors as a table. With (c) measured, each floor plus the CPU the bare server spent on
+ * one request of (c) (its HTTP, JSON and schema work) is the least a request of that
+ * scenario can cost on the event loop, hence the most requests a second one thread can do.
+ */
+function printFloors(floors: Floor[], baseline: Row | undefined): void {
+  const perRequest = baseline ? (baseline.cpu / baseline.rps) * 1e6 : undefined;
+  const header = ['the durable writes alone (raw SQLite, 32 a commit)', 'µs', 'commit µs', 'WAL pages a commit'];
+  if (baseline && perRequest) header.push(`+ (c)'s ${perRequest.toFixed(0)} µs: at most req/s`, 'vs (c)');
+  const lines = floors.map((f) => {
+    const cells = [f.name, f.micros.toFixed(1), f.commitMicros.toFixed(1), f.pagesPerCommit.toFixed(0)];
+    if (baseline && perRequest) {
+      const most = 1e6 / (f.micros + perRequest);
+      cells.push(most.toFixed(0), `${((most / baseline.rps) * 100).toFixed(1)} %`);
+    }
+    return cells;
+  });
+  printTable('\n(f) Floors: the rows each request must write, and nothing else', header, lines);
+}
+
+function printTable(title: string, header: string[], lines: string[][]): void {
+  const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => (l[i] ?? '').length)));
+  const fmt = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join(' | ')} |`;
+  console.log(`${title}\n`);
+  console.log(fmt(header));
+  console.log(fmt(widths.map((w) => '-'.repeat(w))));
+  for (const line of lines) console.log(fmt(line));
+}
+
 function print(rows: Row[]): void {
   const base = rows.find((r) => r.scenario.startsWith('(c)'))?.rps;
   const header = [
@@ -437,14 +473,11 @@ function print(rows: Row[]): void {
     `${r.rssStart.toFixed(0)}→${r.rssEnd.toFixed(0)}`,
     `${r.rssHalves[0].toFixed(0)}→${r.rssHalves[1].toFixed(0)}`,
   ]);
-  const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => (l[i] ?? '').length)));
-  const fmt = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join(' | ')} |`;
-  console.log(
-    `\nLipa benchmark: ${POSTGRES ? 'PostgreSQL' : 'SQLite (WAL, synchronous=FULL)'}, ${CONNECTIONS} connections, ${SECONDS} s per scenario\n`,
+  printTable(
+    `\nLipa benchmark: ${POSTGRES ? 'PostgreSQL' : 'SQLite (WAL, synchronous=FULL)'}, ${CONNECTIONS} connections, ${SECONDS} s per scenario`,
+    header,
+    lines,
   );
-  console.log(fmt(header));
-  console.log(fmt(widths.map((w) => '-'.repeat(w))));
-  for (const line of lines) console.log(fmt(line));
 }
 
 await main();
