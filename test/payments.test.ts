@@ -276,10 +276,14 @@ describe('creating a payment and reading its status', () => {
     assert.ok(Date.parse(after.body.updatedAt) >= Date.parse(created.body.updatedAt));
   });
 
-  test('status: 404 for an unknown identifier', async () => {
-    const reply = await statusOf(client, `pay_${randomBytes(16).toString('hex')}`);
-    assert.equal(reply.status, 404, JSON.stringify(reply.body));
-    assert.equal(reply.body.error.code, 'not_found');
+  test('status: 404 for an unknown identifier, however long', async () => {
+    for (const id of [`pay_${randomBytes(16).toString('hex')}`, `pay_${'x'.repeat(5000)}`]) {
+      const reply = await statusOf(client, id);
+      assert.equal(reply.status, 404, JSON.stringify(reply.body));
+      assert.equal(reply.body.error.code, 'not_found');
+    }
+    const log = await call(lipa.url, 'GET', `/api/v1/callbacks?paymentIdentifier=pay_${'x'.repeat(300)}`, { token: merchant.token });
+    assert.equal(log.status, 404, log.text);
   });
 
   test("status: 404 for another merchant's payment, the same answer as for an unknown one", async () => {

@@ -3,6 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { createHmac, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { LipaClient, type Payment } from '../src/client/index.js';
 import { type SignInput, signingString, signRequest } from '../src/client/signing.js';
 import { call, type MerchantSetup, merchantWithPos, paymentBody, type Reply, unique } from './helpers/client.js';
@@ -170,8 +171,8 @@ describe('signed requests: every check of CONTRACT §5, each its own 403', () =>
 
   for (const path of [CREATE, STATUS]) {
     test(`${path}: a timestamp more than 300 s away, either way → 403 stale_timestamp`, async () => {
-      // 305, not 301: the server's clock has moved on by the fraction of the second the test
-      // started in plus the request's own time, which can bring 301 s inside the window.
+      // 305, not 301: the server's second may have moved on since the test read the clock
+      // (the exact edges are the next test's).
       for (const offset of [-305, 305, -3600, 3600, -86_400 * 365]) {
         const { reply } = await send(lipa, key, { path, body: bodyFor(path), sign: { timestamp: nowSeconds() + offset } });
         assertRefused(reply, 'stale_timestamp');
@@ -183,6 +184,21 @@ describe('signed requests: every check of CONTRACT §5, each its own 403', () =>
     for (const offset of [-295, 295]) {
       const { reply } = await send(lipa, key, { path: STATUS, body: statusBody(), sign: { timestamp: nowSeconds() + offset } });
       assertOk(reply);
+    }
+  });
+
+  test('the window is whole seconds and the same both ways: ±300 accepted, ±301 refused', async () => {
+    // Just after a second starts, so that the server's current second is the test's.
+    await sleep(1000 - (Date.now() % 1000) + 20);
+    const now = nowSeconds();
+    for (const offset of [-300, 300]) {
+      assertOk((await send(lipa, key, { path: STATUS, body: statusBody(), sign: { timestamp: now + offset } })).reply);
+    }
+    for (const offset of [-301, 301]) {
+      assertRefused(
+        (await send(lipa, key, { path: STATUS, body: statusBody(), sign: { timestamp: now + offset } })).reply,
+        'stale_timestamp',
+      );
     }
   });
 
@@ -288,6 +304,26 @@ describe('signed requests: every check of CONTRACT §5, each its own 403', () =>
       for (const bad of [flip(signature), signature.slice(0, 63), `${signature}0`, 'not-a-digest']) {
         assertRefused((await send(lipa, key, { path, body, set: { 'x-service-signature': bad } })).reply, 'signature_mismatch');
       }
+    }
+  });
+
+  test('a body over 64 KiB: a failed check is still its 403; a good signature gets 413 and keeps its nonce', async () => {
+    const big = JSON.stringify({ paymentIdentifier: 'x'.repeat(70_000) });
+    for (const path of [CREATE, STATUS]) {
+      assertRefused(await post(lipa.url, path, {}, big), 'signature_missing_header');
+      assertRefused((await send(lipa, { ...key, secret: 'f'.repeat(64) }, { path, body: big })).reply, 'signature_mismatch');
+      assertRefused((await send(lipa, key, { path, body: big, sign: { timestamp: nowSeconds() - 3600 } })).reply, 'stale_timestamp');
+      const { reply, headers } = await send(lipa, key, { path, body: big });
+      assertRefused(reply, 'payload_too_large', 413);
+      // The body was never read, so the request was not verified: its nonce is still unused.
+      const small = bodyFor(path);
+      const again = await post(
+        lipa.url,
+        path,
+        { ...headers, 'x-service-hash': signedHeaders(lipa.url, key, { path, body: small })['x-service-hash'] ?? '' },
+        small,
+      );
+      assert.ok(again.status === 200 || again.status === 201, again.text);
     }
   });
 

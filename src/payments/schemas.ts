@@ -20,7 +20,7 @@ export const CreatePaymentBody = Type.Object({
 });
 
 export const StatusBody = Type.Object({
-  paymentIdentifier: Type.String({ minLength: 1, maxLength: 100 }),
+  paymentIdentifier: Type.String({ minLength: 1 }),
 });
 
 /** The seed's payment statuses. */

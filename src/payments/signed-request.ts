@@ -1,9 +1,9 @@
-import type { FastifyRequest } from 'fastify';
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { bodyHash, digestEquals, hmacHex, SIGNATURE_HEADERS, signingString } from '../client/signing.js';
 import type { AppContext } from '../context.js';
 import type { Tx } from '../db/database.js';
 import { hotQuery } from '../db/hot-query.js';
-import { AppError, type ErrorCode } from '../http/errors.js';
+import { AppError, type ErrorCode, errorHandler } from '../http/errors.js';
 import { WindowLimiter } from '../http/rate-limit.js';
 
 /** How far a request's timestamp may be from the server clock, either way (CONTRACT §5). */
@@ -50,16 +50,21 @@ class OpenedSecrets {
 const refuse = (code: ErrorCode, message: string) => new AppError(code, message);
 
 /**
- * The preValidation hook of endpoints 5 and 6: every check of CONTRACT §5, each failure a
- * 403 with its own code, before the body is validated. Nonces are single use per key, kept
- * in the database so every instance sees them, and only recorded once everything else has
- * passed, so that nobody without the secret can burn a merchant's nonces.
+ * The checks of CONTRACT §5 for endpoints 5 and 6, each failure a 403 with its own code,
+ * before the body is validated. Nonces are single use per key, kept in the database so
+ * every instance sees them, and only recorded once everything else has passed, so that
+ * nobody without the secret can burn a merchant's nonces.
+ *
+ * `preValidation` is the routes' hook. `errorHandler` answers a body over the limit, which
+ * Fastify refuses before any hook: every check but the body hash runs first (a failure is
+ * still its 403), and only a request that passes them all gets the 413.
  */
-export function verifySignedRequest(ctx: AppContext) {
+export function signedRequests(ctx: AppContext) {
   const perKey = new WindowLimiter(ctx.config.rateLimitKeyPerSec, 1000, ctx.now);
   const secrets = new OpenedSecrets(ctx);
 
-  return async (request: FastifyRequest): Promise<void> => {
+  /** Every check; with `body` null (not read: too large) all but the body hash. */
+  const verify = async (request: FastifyRequest, body: Buffer | string | null): Promise<Signer> => {
     const header = (name: string): string => {
       const value = request.headers[name];
       const text = Array.isArray(value) ? value[0] : value;
@@ -89,7 +94,8 @@ export function verifySignedRequest(ctx: AppContext) {
     if (!key || key.revoked_at !== null) throw refuse('unknown_key', 'The key in X-Service-Key-ID is unknown or revoked.');
 
     const now = ctx.now();
-    if (!/^[0-9]{1,12}$/.test(timestamp) || Math.abs(now / 1000 - Number(timestamp)) > TIMESTAMP_WINDOW_SECONDS) {
+    // In whole seconds, as the header is: 300 s either way of the server's current second.
+    if (!/^[0-9]{1,12}$/.test(timestamp) || Math.abs(Math.floor(now / 1000) - Number(timestamp)) > TIMESTAMP_WINDOW_SECONDS) {
       throw refuse('stale_timestamp', `X-Service-Timestamp must be Unix seconds within ${TIMESTAMP_WINDOW_SECONDS} s of the server clock.`);
     }
     // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused
@@ -98,7 +104,7 @@ export function verifySignedRequest(ctx: AppContext) {
     }
 
     const secret = secrets.open(key.secret_enc, keyId);
-    if (!digestEquals(bodyHash(secret, request.rawBody ?? ''), hash)) {
+    if (body !== null && !digestEquals(bodyHash(secret, body), hash)) {
       throw refuse('body_hash_mismatch', 'X-Service-Hash does not match the body received.');
     }
     const method = request.method.toUpperCase();
@@ -111,7 +117,7 @@ export function verifySignedRequest(ctx: AppContext) {
     // A nonce seen before is refused here; recording it happens in the operation's own
     // transaction (consumeNonce), so a request costs one commit, not two.
     if (key.seen !== null) throw nonceReused();
-    request.signer = {
+    return {
       keyId,
       merchantId: key.merchant_id,
       secret,
@@ -119,10 +125,27 @@ export function verifySignedRequest(ctx: AppContext) {
       nonceExpiresAt: (Number(timestamp) + TIMESTAMP_WINDOW_SECONDS + 60) * 1000,
       nonceRecorded: false,
     };
-    // Counted only once signed (a stranger who knows a key id cannot exhaust its limit), and
-    // after the signer is known, so a refused request still uses up its nonce.
-    perKey.hit(keyId);
-    if (request.deferredBodyError) throw request.deferredBodyError;
+  };
+
+  return {
+    preValidation: async (request: FastifyRequest): Promise<void> => {
+      request.signer = await verify(request, request.rawBody ?? '');
+      // Counted only once signed (a stranger who knows a key id cannot exhaust its limit), and
+      // after the signer is known, so a refused request still uses up its nonce.
+      perKey.hit(request.signer.keyId);
+      if (request.deferredBodyError) throw request.deferredBodyError;
+    },
+    errorHandler: async (error: FastifyError, request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
+      // The body was never read, so its hash cannot be checked and its nonce is not used up.
+      if (error.code === 'FST_ERR_CTP_BODY_TOO_LARGE' && !request.signer) {
+        try {
+          await verify(request, null);
+        } catch (refused) {
+          return errorHandler(refused as FastifyError, request, reply);
+        }
+      }
+      return errorHandler(error, request, reply);
+    },
   };
 }
 
