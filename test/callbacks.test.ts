@@ -4,6 +4,7 @@ import { createSocket } from 'node:dgram';
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { type AddressInfo, createServer as createTcpServer } from 'node:net';
 import { after, before, describe, test } from 'node:test';
+import { MAX_ATTEMPTS, RETRY_FACTOR } from '../src/callbacks/worker.js';
 import { LipaClient, type Payment, verifyCallback } from '../src/client/index.js';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { call, type MerchantSetup, merchantWithPos, paymentBody } from './helpers/client.js';
@@ -233,11 +234,11 @@ describe('callback delivery: retries, back-off, redelivery, body and signature',
       assert.deepEqual([...eventIds], [event.eventId], 'one eventId across every try and both URLs');
       assert.equal(new Set(bodies.map((r) => r.body)).size, 1, 'the same body every time');
 
-      // Back-off: ~1 s then ~2 s (±20 % jitter, plus up to one 250 ms worker tick and the request).
+      // Back-off: ~1 s then ~2.08 s (±20 % jitter, plus up to one 250 ms worker tick and the request).
       const at = delivery.history.map((a) => Date.parse(a.attemptedAt));
       const [gap1, gap2] = [(at[1] ?? 0) - (at[0] ?? 0), (at[2] ?? 0) - (at[1] ?? 0)];
       assert.ok(gap1 >= 800 && gap1 <= 1200 + 600, `first gap ${gap1} ms`);
-      assert.ok(gap2 >= 1600 && gap2 <= 2400 + 600, `second gap ${gap2} ms`);
+      assert.ok(gap2 >= 800 * RETRY_FACTOR && gap2 <= 1200 * RETRY_FACTOR + 600, `second gap ${gap2} ms`);
       assert.ok(gap2 > gap1, `second gap ${gap2} ms is longer than the first ${gap1} ms`);
     } finally {
       await receiver.close();
@@ -267,9 +268,10 @@ describe('callback delivery: retries, back-off, redelivery, body and signature',
       assert.ok(delivery.nextAttemptAt, 'a next attempt is scheduled');
       const next = Date.parse(delivery.nextAttemptAt);
       assert.ok(next > checkedAt, `nextAttemptAt ${delivery.nextAttemptAt} is in the future`);
-      // After three failures the delay is base · 2² = 4 s, ±20 %.
+      // After three failures the delay is base · 2.08² ≈ 4.3 s, ±20 % (from the third try's start).
       const delay = next - Date.parse(delivery.history[2]?.attemptedAt ?? '');
-      assert.ok(delay >= 3200 && delay <= 4800, `delay after the third failure: ${delay} ms`);
+      const expected = 1000 * RETRY_FACTOR ** 2;
+      assert.ok(delay >= 0.8 * expected && delay <= 1.2 * expected + 600, `delay after the third failure: ${delay} ms`);
     } finally {
       await receiver.close();
     }
@@ -356,6 +358,54 @@ describe('callback delivery: retries, back-off, redelivery, body and signature',
         );
       }
       assert.deepEqual(receiver.received.map((r) => r.path).sort(), ['/cb?order=1', '/result']);
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  test('12 tries span about 24 h at the default 30 s base (CONTRACT §7)', () => {
+    let waited = 0;
+    for (let failed = 1; failed < MAX_ATTEMPTS; failed++) waited += 30 * RETRY_FACTOR ** (failed - 1);
+    const hours = waited / 3600;
+    assert.ok(hours > 23 && hours < 25.5, `the 12th try comes ${hours.toFixed(1)} h after the first`);
+  });
+
+  test('redelivering a failed delivery: one more try, failed again if it fails, attempts keeps counting', async () => {
+    const receiver = await startReceiver();
+    try {
+      receiver.respond = () => 503;
+      const merchant = await merchantWithPos(lipa, { resultUrl: `${receiver.url}/down` });
+      const payment = await pay(clientFor(lipa.url, merchant), merchant, `${receiver.url}/down`);
+      const { event } = await waitForDelivery(
+        lipa.url,
+        merchant.token,
+        payment.paymentIdentifier,
+        `${receiver.url}/down`,
+        (d) => d.history.length >= 1,
+      );
+      // As if all 12 tries had failed (waiting for them would take ~49 min at a 1 s base).
+      await lipa.ctx.store.write((tx) =>
+        tx
+          .updateTable('callback_deliveries')
+          .set({ status: 'failed', attempts: MAX_ATTEMPTS, locked_until: 0 })
+          .where('event_id', '=', event.eventId)
+          .execute(),
+      );
+      const tries = onPath(receiver, '/down').length;
+      const again = await call(lipa.url, 'POST', `/api/v1/callbacks/${event.eventId}/redeliver`, { token: merchant.token });
+      assert.equal(again.status, 202, again.text);
+      const { delivery } = await waitForDelivery(
+        lipa.url,
+        merchant.token,
+        payment.paymentIdentifier,
+        `${receiver.url}/down`,
+        (d) => d.status === 'failed' && d.attempts > MAX_ATTEMPTS,
+      );
+      assert.equal(delivery.attempts, MAX_ATTEMPTS + 1, 'the extra try is counted');
+      assert.equal(delivery.nextAttemptAt, null, 'nothing more is scheduled');
+      assert.equal(delivery.lastError, 'HTTP 503');
+      await sleep(600);
+      assert.equal(onPath(receiver, '/down').length, tries + 1, 'exactly one more try');
     } finally {
       await receiver.close();
     }

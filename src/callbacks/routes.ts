@@ -4,7 +4,6 @@ import { principalOf, requireSession } from '../http/bearer.js';
 import { AppError } from '../http/errors.js';
 import { bearerAuth, errors } from '../http/schemas.js';
 import type { App } from '../http/types.js';
-import { MAX_ATTEMPTS } from './worker.js';
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -45,7 +44,7 @@ export function registerCallbackRoutes(app: App, ctx: AppContext): void {
         tags,
         security,
         summary: 'Every callback event of a payment with every delivery attempt',
-        querystring: Type.Object({ paymentIdentifier: Type.String({ minLength: 1, maxLength: 100 }) }),
+        querystring: Type.Object({ paymentIdentifier: Type.String({ minLength: 1 }) }),
         response: { 200: Type.Array(CallbackEvent), ...errors(401, 403, 404, 422) },
       },
     },
@@ -138,16 +137,16 @@ export function registerCallbackRoutes(app: App, ctx: AppContext): void {
           .where('event_id', '=', eventId)
           .execute();
         for (const d of deliveries) {
-          // One more try now; a delivery still retrying keeps the tries it has left. One on
-          // the wire right now keeps its lease (never two concurrent sends) and is tried
-          // again as soon as that attempt is recorded.
+          // One more try now; a delivery still retrying keeps the tries it has left, and a
+          // failed one (all its tries made) fails again if this one fails too. `attempts`
+          // keeps counting every try. One on the wire right now keeps its lease (never two
+          // concurrent sends) and is tried again as soon as that attempt is recorded.
           const onTheWire = d.status === 'pending' && d.locked_until > now;
           await tx
             .updateTable('callback_deliveries')
             .set({
               status: 'pending',
               next_attempt_at: now,
-              attempts: d.status === 'pending' ? d.attempts : Math.min(d.attempts, MAX_ATTEMPTS - 1),
               redeliver_requested: onTheWire ? 1 : 0,
               updated_at: now,
             })

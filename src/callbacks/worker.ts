@@ -6,8 +6,13 @@ import { backoffMs } from '../jobs/backoff.js';
 import { randomId } from '../security/tokens.js';
 import { type CallbackResult, postCallback } from './transport.js';
 
-/** About 12 tries: the first, then retries doubling from CALLBACK_RETRY_BASE_SECONDS. */
+/** About 12 tries over 24 h (CONTRACT §7): the first, then retries from CALLBACK_RETRY_BASE_SECONDS. */
 export const MAX_ATTEMPTS = 12;
+/**
+ * Each wait is this much longer than the one before: with the default 30 s base the 11
+ * waits add up to 30 s × (2.08¹¹ − 1) / 1.08 ≈ 24 h (doubling would stop at about 17 h).
+ */
+export const RETRY_FACTOR = 2.08;
 const MAX_DELAY_MS = 12 * 60 * 60 * 1000;
 const TIMEOUT_MS = 10_000;
 /** A claimed delivery is leased (longer than one attempt can take); if the worker dies, another takes it after this. */
@@ -123,7 +128,8 @@ async function record(ctx: AppContext, delivery: Selectable<CallbackDeliveryTabl
       .values({
         id: randomId('att_'),
         delivery_id: delivery.id,
-        attempted_at: now,
+        // When the attempt started: the request went out durationMs before its outcome.
+        attempted_at: now - result.durationMs,
         status_code: result.statusCode,
         error,
         duration_ms: result.durationMs,
@@ -143,9 +149,9 @@ async function record(ctx: AppContext, delivery: Selectable<CallbackDeliveryTabl
     await tx
       .updateTable('callback_deliveries')
       .set({
-        attempts: again ? Math.min(made, MAX_ATTEMPTS - 1) : made,
+        attempts: made,
         status: again ? 'pending' : ok ? 'delivered' : made >= MAX_ATTEMPTS ? 'failed' : 'pending',
-        next_attempt_at: again || ok ? now : now + backoffMs(ctx.config.callbackRetryBaseSeconds * 1000, made, MAX_DELAY_MS),
+        next_attempt_at: again || ok ? now : now + backoffMs(ctx.config.callbackRetryBaseSeconds * 1000, made, MAX_DELAY_MS, RETRY_FACTOR),
         locked_until: 0,
         redeliver_requested: 0,
         last_error: error,
