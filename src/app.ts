@@ -6,6 +6,7 @@ import { registerAuthRoutes } from './auth/routes.js';
 import { registerCallbackRoutes } from './callbacks/routes.js';
 import { registerCategoryRoutes } from './categories/routes.js';
 import type { AppContext } from './context.js';
+import { errors } from './http/schemas.js';
 import { createServer } from './http/server.js';
 import type { App } from './http/types.js';
 import { registerKeyRoutes } from './keys/routes.js';
@@ -28,10 +29,15 @@ export const API_VERSION = '1.0.0';
 export async function buildApp(ctx: AppContext): Promise<App> {
   const app = createServer(ctx.log);
   await app.register(swagger, {
-    // Routes that describe their answers without a response schema (the messaging API).
     transform: ({ schema, url, route }) => {
+      // Routes that describe their answers without a response schema (the messaging API).
       const docs = route.config?.responseDocs;
-      return { schema: docs ? { ...schema, response: docs } : schema, url };
+      if (docs) return { schema: { ...schema, response: docs }, url };
+      if (!schema?.body) return { schema, url };
+      // The answers every JSON body can get from the framework: too large, or not JSON (the
+      // signed endpoints answer that with 422 after the signature).
+      const framework = route.config?.signed ? errors(413) : errors(413, 415);
+      return { schema: { ...schema, response: { ...framework, ...(schema.response as object) } }, url };
     },
     openapi: {
       openapi: '3.0.3',

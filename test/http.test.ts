@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { call, createPayer, merchantSession, payerToken } from './helpers/client.js';
 import { type Lipa, startLipa } from './helpers/harness.js';
@@ -47,6 +48,40 @@ describe('HTTP hygiene', () => {
       assert.equal(reply.status, 422, raw);
       assert.equal(reply.body.error.code, 'invalid_json', raw);
     }
+  });
+
+  test('a body that is not valid UTF-8 is 422 invalid_json, not read with U+FFFD in it', async () => {
+    const bytes = Buffer.concat([Buffer.from('{"login":"a'), Buffer.from([0xc3, 0x28]), Buffer.from('@b.c","password":"x"}')]);
+    const response = await fetch(`${lipa.url}/api/v1/authorization`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: bytes,
+    });
+    assert.equal(response.status, 422);
+    assert.equal(((await response.json()) as { error: { code: string } }).error.code, 'invalid_json');
+  });
+
+  test('a request the HTTP parser refuses still gets the error body and an X-Request-Id', async () => {
+    const { port } = new URL(lipa.url);
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), '127.0.0.1', () => {
+        socket.write('POST /api/v1/authorization HTTP/1.1\r\nHost: x\r\nX-Service-Nonce: abc\x7fdef\r\n\r\n');
+      });
+      let text = '';
+      socket.on('data', (chunk) => {
+        text += chunk.toString();
+      });
+      socket.on('close', () => resolve(text));
+      socket.on('error', reject);
+    });
+    const [head = '', body = ''] = answer.split('\r\n\r\n');
+    assert.match(head, /^HTTP\/1\.1 400 Bad Request\r\n/);
+    const requestId = /\r\nX-Request-Id: ([0-9a-f-]{36})\r\n/i.exec(head)?.[1];
+    assert.ok(requestId, head);
+    assert.deepEqual(JSON.parse(body), {
+      error: { code: 'malformed_request', message: 'The request is not valid HTTP/1.1.' },
+      requestId,
+    });
   });
 
   test('__proto__ and constructor.prototype keys are refused', async () => {
@@ -98,6 +133,11 @@ describe('HTTP hygiene', () => {
     ]) {
       assert.ok(openapi.body.paths[path], `openapi documents ${path}`);
     }
+    // The framework's answers to a body are listed too: 413, and 415 except on signed routes (422).
+    const create = openapi.body.paths['/api/public/v1/merchant-payments'].post.responses;
+    assert.ok(create['413'] && create['422'] && !create['415'], Object.keys(create).join());
+    const login = openapi.body.paths['/api/v1/authorization'].post.responses;
+    assert.ok(login['413'] && login['415'], Object.keys(login).join());
     // The messaging API's answers are described, though they are sent without response schemas.
     const messaging = openapi.body.paths['/api/messages'].post.responses;
     assert.deepEqual(Object.keys(messaging).sort(), ['200', '201', '400', '401', '429', '500']);

@@ -5,6 +5,9 @@ import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
  * from code to HTTP status. The messaging API keeps the interface's own shapes (messaging/).
  */
 const STATUS = {
+  malformed_request: 400,
+  request_timeout: 408,
+  headers_too_large: 431,
   invalid_json: 422,
   validation_failed: 422,
   unsupported_media_type: 415,

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { STATUS_CODES } from 'node:http';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyRequest } from 'fastify';
 import FindMyWay from 'find-my-way';
@@ -28,6 +29,8 @@ const BODY_LIMIT = 64 * 1024;
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 const pathOf = (url: string) => url.split('?')[0] ?? '/';
+/** JSON is UTF-8: a body that is not valid UTF-8 is refused, not read with U+FFFD in it. */
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 /** The messaging API's paths, whose 404 has that API's own shape. */
 const isMessagingPath = (path: string) => path === '/api/messages' || path.startsWith('/api/messages/');
 
@@ -55,6 +58,27 @@ export function createServer(logger: FastifyBaseLogger): App {
       if (isMessagingPath(path)) return messagingReply.notFound(reply);
       sendError(reply, new AppError('not_found', `No endpoint ${request.method} ${path}: the path is not valid percent-encoding.`));
     },
+    // A request Node's HTTP parser refuses (bad header bytes, no request line, a timeout)
+    // never reaches a route; it still gets the one error body and an X-Request-Id.
+    clientErrorHandler: (error, socket) => {
+      if ((error as NodeJS.ErrnoException).code === 'ECONNRESET' || socket.destroyed) return;
+      if (socket.writable) {
+        const code = (error as NodeJS.ErrnoException).code;
+        const refusal =
+          code === 'ERR_HTTP_REQUEST_TIMEOUT'
+            ? new AppError('request_timeout', 'The request took too long to arrive.')
+            : code === 'HPE_HEADER_OVERFLOW'
+              ? new AppError('headers_too_large', 'The request headers are too large.')
+              : new AppError('malformed_request', 'The request is not valid HTTP/1.1.');
+        const requestId = randomUUID();
+        const body = JSON.stringify({ error: { code: refusal.code, message: refusal.message }, requestId });
+        socket.write(
+          `HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+            `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`,
+        );
+      }
+      socket.destroy(error);
+    },
     requestTimeout: 30_000,
     connectionTimeout: 60_000,
     keepAliveTimeout: 72_000,
@@ -79,7 +103,7 @@ export function createServer(logger: FastifyBaseLogger): App {
     request.rawBody = body;
     if (body.length === 0) return done(null, undefined);
     try {
-      done(null, secureJson.parse(body.toString('utf8'), undefined, { protoAction: 'error', constructorAction: 'error' }));
+      done(null, secureJson.parse(utf8.decode(body), undefined, { protoAction: 'error', constructorAction: 'error' }));
     } catch (error) {
       const invalid = new AppError('invalid_json', `The body is not acceptable JSON: ${(error as Error).message}`);
       if (request.routeOptions.config.signed) {
