@@ -143,7 +143,7 @@ describe('HTTP hygiene', () => {
     assert.deepEqual(Object.keys(messaging).sort(), ['200', '201', '400', '401', '429', '500']);
     assert.deepEqual(Object.keys(messaging['201'].content['application/json'].schema.properties).sort(), ['data', 'message']);
     const lookup = openapi.body.paths['/api/messages/{message_id}'].get.responses;
-    assert.deepEqual(Object.keys(lookup).sort(), ['200', '401', '403', '404']);
+    assert.deepEqual(Object.keys(lookup).sort(), ['200', '401', '403', '404', '429']);
     const docs = await fetch(`${lipa.url}/docs/`);
     assert.equal(docs.status, 200);
     assert.match(await docs.text(), /swagger/i);

@@ -173,6 +173,8 @@ describe('messaging API: answers and refusals (embedded outbox)', () => {
       ['email plus phone', email({ phone: { country_code: '254', number: '712345678' } })],
       ['missing email', email({ email: undefined })],
       ['subject of two lines', email({ subject: 'one\r\nBcc: victim@example.com' })],
+      ['a lone surrogate in the content (not storable as UTF-8)', email({ content: 'Asante \ud800' })],
+      ['a lone surrogate in the subject', email({ subject: 'Receipt \udc00' })],
     ];
     for (const [name, message] of cases) {
       const reply = await send(lipa, keyA, message);
@@ -233,6 +235,7 @@ describe('messaging API: answers and refusals (embedded outbox)', () => {
       ['letters in number', sms({ phone: { country_code: '254', number: '7123abc78' } })],
       ['254 + 123', sms({ phone: { country_code: '254', number: '123' } })],
       ['254 + 12345 (digits, but no Kenyan number)', sms({ phone: { country_code: '254', number: '12345' } })],
+      ['a lone surrogate in the content', sms({ content: 'Order \ud83d ready' })],
       [
         'phone as a list of two',
         sms({
@@ -672,6 +675,19 @@ describe('messaging over SMPP', () => {
     assert.equal(data.status, 'delivered');
     assert.deepEqual(data.phone, { number: '******333', country_code: '254' });
     assert.equal((await messageRow(lipa, id)).provider_id, submitted?.messageId);
+  });
+
+  test('a number written with its trunk prefix goes out in international form', async () => {
+    // 0722000555 is how Kenyans write +254 722000555; sent as 2540722000555 it would reach nobody.
+    for (const [countryCode, number, destination] of [
+      ['254', '0722000555', '254722000555'],
+      ['44', '07400123456', '447400123456'],
+    ]) {
+      const reply = await send(lipa, key, sms({ phone: { country_code: countryCode, number }, content: 'Trunk prefix' }));
+      assert.equal(reply.status, 201, reply.text);
+      await waitForStatus(lipa, key, reply.body.data.id, ['delivered']);
+      assert.equal((await submittedFor(lipa, reply.body.data.id))?.destination, destination);
+    }
   });
 
   test('a UCS-2 text goes out with data_coding 8', async () => {

@@ -6,7 +6,6 @@ export const OptionalKeyName = Type.Union([KeyName, Type.Null()]);
 export const ApiKeyCreated = Type.Object({
   keyId: Type.String({ description: 'Send as X-Service-Key-ID' }),
   secret: Type.String({ description: 'HMAC-SHA256 key (its UTF-8 bytes). Shown once; store it safely.' }),
-  name: Type.Union([Type.String(), Type.Null()]),
   createdAt: Type.String(),
 });
 export const ApiKeyListed = Type.Object({
@@ -19,8 +18,6 @@ export const ApiKeyListed = Type.Object({
 export const MessagingKeyCreated = Type.Object({
   id: Type.String(),
   apiKey: Type.String({ description: 'Send as the api_key header. Shown once.' }),
-  name: Type.Union([Type.String(), Type.Null()]),
-  createdAt: Type.String(),
 });
 export const MessagingKeyListed = Type.Object({
   id: Type.String(),

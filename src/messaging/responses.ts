@@ -132,5 +132,6 @@ export const messagingResponseDocs: Record<'send' | 'lookup', Record<number, TSc
     401: Type.Object({ message: Type.Literal('Authentication failed'), reason: Type.String() }, { description: 'Missing or bad api_key' }),
     403: Type.Object({ message: Type.String() }, { description: "Another account's message" }),
     404: Type.Object({ message: Type.String(), error_code: Type.Literal('not_found') }, { description: 'Unknown message' }),
+    429: Refused('Too many requests for this api_key (Retry-After); GET and POST share the limit'),
   },
 };

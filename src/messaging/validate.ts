@@ -1,4 +1,4 @@
-import { isValidPhoneNumber } from 'libphonenumber-js';
+import { parsePhoneNumberFromString } from 'libphonenumber-js';
 import validator from 'validator';
 import { countSegments } from './sms-segments.js';
 
@@ -18,6 +18,9 @@ export type Refusal =
   | { kind: 'bad_request'; type: 'email' | 'sms' | null; message: string }
   | { kind: 'invalid_recipient'; address: string };
 
+/** In Unicode mode a surrogate pair is one code point, so this matches only a lone half. */
+const LONE_SURROGATE = /\p{Cs}/u;
+
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /**
@@ -30,6 +33,8 @@ export function validateMessage(body: unknown): ValidMessage | Refusal {
   const m = body.message;
   if (m.type !== 'email' && m.type !== 'sms') return bad(null, 'message.type must be "email" or "sms".');
   if (typeof m.content !== 'string' || m.content.trim() === '') return bad(m.type, 'message.content is required.');
+  // A lone surrogate cannot be stored or sent as UTF-8; it would come out as U+FFFD.
+  if (LONE_SURROGATE.test(m.content)) return bad(m.type, 'message.content is not valid Unicode (it has a lone surrogate).');
   return m.type === 'email' ? validateEmail(m) : validateSms(m);
 }
 
@@ -40,6 +45,7 @@ function validateEmail(m: Record<string, unknown>): ValidMessage | Refusal {
   if (typeof m.subject !== 'string' || m.subject.trim() === '') return bad('email', 'message.subject is required.');
   if (m.subject.length > LIMITS.subject) return bad('email', `message.subject must be at most ${LIMITS.subject} characters.`);
   if (/[\r\n]/.test(m.subject)) return bad('email', 'message.subject must be one line.');
+  if (LONE_SURROGATE.test(m.subject)) return bad('email', 'message.subject is not valid Unicode (it has a lone surrogate).');
   const contentType = m.content_type ?? 'text';
   if (contentType !== 'text' && contentType !== 'html') return bad('email', 'message.content_type must be "text" or "html".');
   const content = m.content as string;
@@ -58,13 +64,15 @@ function validateSms(m: Record<string, unknown>): ValidMessage | Refusal {
   if (typeof countryCode !== 'string' || !/^[0-9]{1,3}$/.test(countryCode))
     return bad('sms', 'message.phone.country_code must be 1 to 3 digits.');
   if (typeof number !== 'string' || !/^[0-9]{4,14}$/.test(number)) return bad('sms', 'message.phone.number must be 4 to 14 digits.');
-  if (!isValidPhoneNumber(`+${countryCode}${number}`))
-    return bad('sms', `+${countryCode} ${number} is not a valid phone number for that country code.`);
+  const phone = parsePhoneNumberFromString(`+${countryCode}${number}`);
+  if (!phone?.isValid()) return bad('sms', `+${countryCode} ${number} is not a valid phone number for that country code.`);
   const content = m.content as string;
   const { segments } = countSegments(content);
   if (segments > LIMITS.smsSegments)
     return bad('sms', `message.content is ${segments} SMS segments; at most ${LIMITS.smsSegments} are allowed.`);
-  return { type: 'sms', countryCode, number, content, segments };
+  // Sent (and stored) in international form: a number written with its trunk prefix
+  // (0712345678 for +254) would otherwise go to 2540712345678, which is nobody.
+  return { type: 'sms', countryCode: phone.countryCallingCode, number: phone.nationalNumber, content, segments };
 }
 
 function bad(type: 'email' | 'sms' | null, message: string): Refusal {
