@@ -198,6 +198,10 @@ describe('messaging API: answers and refusals (embedded outbox)', () => {
       assert.match(body as string, /recipient email address is invalid/i);
       assert.ok((body as string).includes(address), `${address} named in ${body}`);
     }
+    // A huge "address" is not echoed whole.
+    const long = await send(lipa, keyA, email({ email: `${'x'.repeat(100_000)}@` }));
+    assert.equal(long.status, 500);
+    assert.ok(long.text.length < 500, `${long.text.length} characters`);
     assert.equal(await countMessages(lipa), before);
   });
 
@@ -592,6 +596,10 @@ describe('messaging over SMTP', () => {
 
     assert.equal((await waitForStatus(lipa, key, asHtml.body.id, ['sent'])).content_type, 'html');
     assert.equal((await waitForStatus(lipa, key, asText.body.id, ['sent'])).content_type, 'text');
+    // The operator's outbox tells them apart too.
+    const outbox = (await admin(lipa, 'GET', '/api/v1/admin/outbox?limit=200')).body as Array<{ id: string; contentType: string | null }>;
+    assert.equal(outbox.find((m) => m.id === asHtml.body.id)?.contentType, 'html');
+    assert.equal(outbox.find((m) => m.id === asText.body.id)?.contentType, 'text');
   });
 
   test('a recipient the server refuses with 550 ends failed, with the reason recorded', async () => {

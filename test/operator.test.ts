@@ -322,7 +322,17 @@ describe('operator API (CONTRACT §2)', () => {
     assert.ok(iFirst >= 0 && iSecond >= 0, 'both OTP emails are in the outbox');
     assert.ok(iSecond < iFirst, 'the newer message comes first');
     const message = reply.body[iSecond];
-    assert.deepEqual(Object.keys(message).sort(), ['content', 'createdAt', 'id', 'purpose', 'status', 'subject', 'to', 'type']);
+    assert.deepEqual(Object.keys(message).sort(), [
+      'content',
+      'contentType',
+      'createdAt',
+      'id',
+      'purpose',
+      'status',
+      'subject',
+      'to',
+      'type',
+    ]);
     assert.equal(message.type, 'email');
     assert.equal(message.purpose, 'otp');
     assert.equal(typeof message.subject, 'string');

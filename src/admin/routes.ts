@@ -143,6 +143,7 @@ export function registerAdminRoutes(app: App, ctx: AppContext): void {
         purpose: m.purpose,
         to: m.type === 'email' ? (m.email ?? '') : `${m.phone_country_code ?? ''}${m.phone_number ?? ''}`,
         subject: m.subject,
+        contentType: m.content_type,
         content: m.content,
         status: m.status,
         createdAt: new Date(m.created_at).toISOString(),

@@ -44,6 +44,7 @@ export const OutboxMessage = Type.Object({
   purpose: Type.String(),
   to: Type.String(),
   subject: Type.Union([Type.String(), Type.Null()]),
+  contentType: Type.Union([Type.String(), Type.Null()], { description: 'Email only: text or html, as it went out' }),
   content: Type.String(),
   status: Type.String(),
   createdAt: Type.String(),

@@ -26,12 +26,12 @@ export const messagingReply = {
 
   emailBadRequest: (reply: FastifyReply, message: string) => reply.code(400).send({ status: 'error', message }),
 
-  /** The quirk of the interface: a 500 whose body is a plain JSON string. */
+  /** The quirk of the interface: a 500 whose body is a plain JSON string (the address cut at 320). */
   emailInvalidRecipient: (reply: FastifyReply, address: string) =>
     reply
       .code(500)
       .type('application/json; charset=utf-8')
-      .send(JSON.stringify(`The recipient email address is invalid: ${address}`)),
+      .send(JSON.stringify(`The recipient email address is invalid: ${address.length > 320 ? `${address.slice(0, 320)}…` : address}`)),
 
   smsAccepted: (reply: FastifyReply, id: string, status: string) =>
     reply.code(201).send({ message: SMS_MESSAGES[status] ?? 'SMS accepted', data: { status, id } }),
