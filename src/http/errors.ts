@@ -69,13 +69,20 @@ export function validationError(field: string, message: string): AppError {
   return new AppError('validation_failed', `${field} ${message}`, [{ field, message }]);
 }
 
+/** The one error body of CONTRACT §9. */
+export function errorBody(error: AppError, requestId: string): ErrorBody {
+  return {
+    error: { code: error.code, message: error.message, ...(error.details ? { details: error.details } : {}) },
+    requestId,
+  };
+}
+
 export function sendError(reply: FastifyReply, error: AppError): FastifyReply {
   if (error.headers) reply.headers(error.headers);
-  const body: ErrorBody = {
-    error: { code: error.code, message: error.message, ...(error.details ? { details: error.details } : {}) },
-    requestId: String(reply.request.id),
-  };
-  return reply.code(error.status).type('application/json; charset=utf-8').send(body);
+  return reply
+    .code(error.status)
+    .type('application/json; charset=utf-8')
+    .send(errorBody(error, String(reply.request.id)));
 }
 
 /** Turns anything thrown in a route (or by Fastify itself) into an AppError. */

@@ -6,7 +6,7 @@ import FindMyWay from 'find-my-way';
 import secureJson from 'secure-json-parse';
 import type { TSchema } from 'typebox';
 import { messagingReply } from '../messaging/responses.js';
-import { AppError, errorHandler, sendError } from './errors.js';
+import { AppError, errorBody, errorHandler, sendError } from './errors.js';
 import { ErrorResponse } from './schemas.js';
 import type { App } from './types.js';
 
@@ -71,7 +71,7 @@ export function createServer(logger: FastifyBaseLogger): App {
               ? new AppError('headers_too_large', 'The request headers are too large.')
               : new AppError('malformed_request', 'The request is not valid HTTP/1.1.');
         const requestId = randomUUID();
-        const body = JSON.stringify({ error: { code: refusal.code, message: refusal.message }, requestId });
+        const body = JSON.stringify(errorBody(refusal, requestId));
         socket.write(
           `HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
             `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`,

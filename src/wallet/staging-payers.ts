@@ -22,6 +22,8 @@ export const TEST_PAYERS: Readonly<Record<string, TestPayer>> = {
 };
 
 const ANSWER_AFTER_MS = 1000;
+/** The test payers that answer on their own (all but the one that never does). */
+const ANSWERING = Object.keys(TEST_PAYERS).filter((phone) => TEST_PAYERS[phone]?.answer !== 'never');
 
 /** The test payer behind a phone, in staging only: in production these are ordinary numbers. */
 export function testPayerOf(ctx: AppContext, phone: string): TestPayer | undefined {
@@ -56,11 +58,7 @@ export async function answerForTestPayers(ctx: AppContext): Promise<void> {
     .selectFrom('payments')
     .select(['id', 'payer_id', 'payer_phone'])
     .where('status', '=', 'pending')
-    .where(
-      'payer_phone',
-      'in',
-      Object.keys(TEST_PAYERS).filter((phone) => TEST_PAYERS[phone]?.answer !== 'never'),
-    )
+    .where('payer_phone', 'in', ANSWERING)
     .where('created_at', '<=', ctx.now() - ANSWER_AFTER_MS)
     .limit(200)
     .execute();
