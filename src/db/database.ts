@@ -115,16 +115,29 @@ function runStatement(statement: BetterSqlite3.Statement, parameters: readonly u
  * otherwise through Kysely. A synchronous failure becomes a rejection, as with Kysely.
  */
 export function executeCompiled<R>(db: Kysely<Database>, query: CompiledQuery<R>): Promise<QueryResult<R>> {
+  return executeText(db, query.sql, query.parameters, () => query);
+}
+
+/**
+ * The same for SQL text and its parameters: the CompiledQuery that Kysely needs (frozen
+ * objects, a few µs) is built only when the direct runner cannot take the query.
+ */
+export function executeText<R>(
+  db: Kysely<Database>,
+  text: string,
+  parameters: readonly unknown[],
+  compile: () => CompiledQuery<R> = () => CompiledQuery.raw(text, [...parameters]) as CompiledQuery<R>,
+): Promise<QueryResult<R>> {
   const runner = direct.get(db);
   if (runner) {
     try {
-      const result = runner(query.sql, query.parameters);
+      const result = runner(text, parameters);
       if (result) return Promise.resolve(result as QueryResult<R>);
     } catch (error) {
       return Promise.reject(error);
     }
   }
-  return db.executeQuery(query);
+  return db.executeQuery(compile());
 }
 
 /** The group commit's own statements, compiled once (they run for every unit). */

@@ -1,8 +1,9 @@
-import { type Compilable, CompiledQuery, type Kysely, type QueryResult } from 'kysely';
-import { executeCompiled } from './database.js';
+import type { Compilable, Kysely, QueryResult } from 'kysely';
+import { executeText } from './database.js';
 import type { Database } from './schema.js';
 
-const compiled = new Map<string, string>();
+/** Per dialect (its adapter's class), each hot query's SQL text by name. */
+const compiled = new Map<unknown, Map<string, string>>();
 
 /**
  * Kysely builds and compiles every query anew (about 9 µs each); on the request hot path a
@@ -16,15 +17,20 @@ export function hotQuery<R>(
   params: readonly unknown[],
   build: () => Compilable<R>,
 ): Promise<QueryResult<R>> {
-  const key = `${db.getExecutor().adapter.constructor.name}:${name}`;
-  let text = compiled.get(key);
+  const adapter = db.getExecutor().adapter;
+  let texts = compiled.get(adapter.constructor);
+  if (texts === undefined) {
+    texts = new Map();
+    compiled.set(adapter.constructor, texts);
+  }
+  let text = texts.get(name);
   if (text === undefined) {
     const query = build().compile();
     const same = query.parameters.length === params.length && query.parameters.every((p, i) => p === params[i]);
     if (!same) throw new Error(`hotQuery ${name}: parameters ${JSON.stringify(query.parameters)} are not ${JSON.stringify(params)}`);
     text = query.sql;
-    compiled.set(key, text);
+    texts.set(name, text);
   }
   // On SQLite the statement runs synchronously on better-sqlite3 when it may.
-  return executeCompiled(db, CompiledQuery.raw(text, [...params]) as CompiledQuery<R>);
+  return executeText<R>(db, text, params);
 }
