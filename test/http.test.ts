@@ -84,6 +84,55 @@ describe('HTTP hygiene', () => {
     });
   });
 
+  test('JSON that could be read two ways is 422 invalid_json, saying why', async () => {
+    const cases: Array<[string, string]> = [
+      ['{"login":"a@b.c","password":"x","login":"c@d.e"}', 'the member "login" appears twice in one object'],
+      ['{"login":"a@b.c","\\u0070assword":"x","password":"y"}', 'the member "password" appears twice in one object'],
+      ['{"login":"a@b.c\\udc00","password":"x"}', 'has a lone surrogate'],
+      ['{"login":"a@b.c\\u0000","password":"x"}', 'has a NUL character'],
+      ['{"login":"a@b.c","password":"x","n":12345678901234567}', 'more than 15 significant digits'],
+    ];
+    for (const [raw, why] of cases) {
+      const reply = await call(lipa.url, 'POST', '/api/v1/authorization', { raw });
+      assert.equal(reply.status, 422, raw);
+      assert.equal(reply.body.error.code, 'invalid_json', raw);
+      assert.ok(reply.body.error.message.includes(why), `${raw}: ${reply.body.error.message}`);
+    }
+    // Not ambiguous: one name in two objects, a surrogate pair, an escaped backslash before "ud800".
+    for (const raw of [
+      '{"a":{"login":1},"login":"a@b.c","password":"x"}',
+      '{"login":"\\ud83d\\ude00@b.c","password":"x"}',
+      '{"login":"\\\\ud800","password":"x"}',
+    ]) {
+      const reply = await call(lipa.url, 'POST', '/api/v1/authorization', { raw });
+      assert.notEqual(reply.body?.error?.code, 'invalid_json', `${raw}: ${reply.text}`);
+    }
+  });
+
+  test('a NUL character (%00) in an id is 404 and in a query value 422, never 500 (PostgreSQL cannot store one)', async () => {
+    const merchant = await merchantSession(lipa);
+    const bearer = { authorization: `Bearer ${merchant.token}` };
+    const messagingKey = await call(lipa.url, 'POST', '/api/v1/messaging-keys', { token: merchant.token, body: {} });
+    for (const [method, path, headers] of [
+      ['DELETE', '/api/v1/api-keys/key%00x', bearer],
+      ['DELETE', '/api/v1/messaging-keys/mk%00x', bearer],
+      ['POST', '/api/v1/callbacks/evt%00x/redeliver', bearer],
+    ] as const) {
+      const reply = await call(lipa.url, method, path, { headers });
+      assert.equal(reply.status, 404, `${path}: ${reply.text}`);
+      assert.equal(reply.body.error.code, 'not_found', path);
+    }
+    const message = await call(lipa.url, 'GET', '/api/messages/msg%00x', { headers: { api_key: messagingKey.body.apiKey } });
+    assert.equal(message.status, 404, message.text);
+    assert.equal(message.body.error_code, 'not_found');
+    const query = await call(lipa.url, 'GET', '/api/v1/callbacks?paymentIdentifier=pay%00x', { headers: bearer });
+    assert.equal(query.status, 422, query.text);
+    assert.equal(query.body.error.details[0].field, 'paymentIdentifier');
+    // Authentication still comes first.
+    assert.equal((await call(lipa.url, 'DELETE', '/api/v1/api-keys/key%00x')).status, 401);
+    assert.equal((await call(lipa.url, 'GET', '/api/messages/msg%00x', { headers: { api_key: 'nope' } })).status, 401);
+  });
+
   test('__proto__ and constructor.prototype keys are refused', async () => {
     const proto = await call(lipa.url, 'POST', '/api/v1/authorization', {
       raw: '{"login":"a@b.c","password":"x","__proto__":{"admin":true}}',

@@ -175,9 +175,15 @@ describe('messaging API: answers and refusals (embedded outbox)', () => {
       ['subject of two lines', email({ subject: 'one\r\nBcc: victim@example.com' })],
       ['a lone surrogate in the content (not storable as UTF-8)', email({ content: 'Asante \ud800' })],
       ['a lone surrogate in the subject', email({ subject: 'Receipt \udc00' })],
+      ['a Unicode line separator in the subject', email({ subject: 'Receipt\u2028Bcc: victim@example.com' })],
+      ['a NUL in the content', email({ content: 'Asante\u0000' })],
     ];
-    for (const [name, message] of cases) {
-      const reply = await send(lipa, keyA, message);
+    const twice = JSON.stringify({ message: email() }).replace('"subject":', '"subject":"Other","subject":');
+    for (const [name, message] of [...cases, ['the subject twice (JSON read two ways)', twice] as const]) {
+      const reply =
+        typeof message === 'string'
+          ? await call(lipa.url, 'POST', '/api/messages', { raw: message, headers: { api_key: keyA } })
+          : await send(lipa, keyA, message);
       assert.equal(reply.status, 400, `${name}: ${reply.text}`);
       assert.deepEqual(keysOf(reply.body), ['message', 'status'], name);
       assert.equal(reply.body.status, 'error', name);
@@ -240,6 +246,7 @@ describe('messaging API: answers and refusals (embedded outbox)', () => {
       ['254 + 123', sms({ phone: { country_code: '254', number: '123' } })],
       ['254 + 12345 (digits, but no Kenyan number)', sms({ phone: { country_code: '254', number: '12345' } })],
       ['a lone surrogate in the content', sms({ content: 'Order \ud83d ready' })],
+      ['a NUL in the content', sms({ content: 'Order\u0000 ready' })],
       [
         'phone as a list of two',
         sms({

@@ -350,6 +350,11 @@ describe('payment request validation', () => {
     { name: 'ftp callbackUrl', path: 'urls.callbackUrl', value: 'ftp://duka.example/callback' },
     { name: 'javascript: callbackUrl', path: 'urls.callbackUrl', value: 'javascript:alert(1)' },
     { name: 'relative successRedirectUrl', path: 'urls.successRedirectUrl', value: '/thanks' },
+    // Text: a reference is one line; free text may have line breaks, no other control characters.
+    { name: 'orderId with a line feed', path: 'orderId', value: 'order-1\nX' },
+    { name: 'orderId with a NUL-like control character', path: 'orderId', value: 'order-1\u0007' },
+    { name: 'orderId with a Unicode line separator', path: 'orderId', value: 'order-1\u2028X' },
+    { name: 'description with an escape character', path: 'description', value: 'Two\u001b[2J items' },
   ];
 
   for (const c of cases) {
@@ -370,6 +375,41 @@ describe('payment request validation', () => {
     assert.equal(reply.status, 422, reply.text);
     assert.equal(reply.body.error.code, 'invalid_json');
     assert.equal(await paymentRows(lipa), count);
+  });
+
+  test('JSON that could be read two ways → 422 invalid_json after the signature, nothing created', async () => {
+    const valid = JSON.stringify(base());
+    const bodies = [
+      // The amount twice: JSON.parse keeps the last, a log or an auditor may read the first.
+      valid.replace('"amount":', '"amount":1,"amount":'),
+      // More digits than a double keeps: it would be charged as 0.1.
+      valid.replace(/"amount":[0-9.]+/, '"amount":0.10000000000000001'),
+      // A lone surrogate: stored, it would come back as U+FFFD, and two orders as one.
+      valid.replace(/"orderId":"([^"]+)"/, '"orderId":"$1\\ud800"'),
+      valid.replace(/"orderId":"([^"]+)"/, '"orderId":"$1\\u0000"'),
+    ];
+    for (const body of bodies) {
+      assert.notEqual(body, valid);
+      const count = await paymentRows(lipa);
+      const url = new URL(CREATE, lipa.url);
+      const headers = signRequest({ keyId: merchant.keyId, secret: merchant.secret, method: 'POST', url, body });
+      const reply = await call(lipa.url, 'POST', CREATE, { raw: body, headers: { ...headers } });
+      assert.equal(reply.status, 422, `${body}: ${reply.text}`);
+      assert.equal(reply.body.error.code, 'invalid_json', body);
+      assert.equal(await paymentRows(lipa), count, body);
+    }
+    // The same digits with trailing zeros say the same amount, exactly: accepted.
+    const zeros = valid.replace(/"amount":[0-9.]+/, '"amount":12.5000000000000000000');
+    const headers = signRequest({
+      keyId: merchant.keyId,
+      secret: merchant.secret,
+      method: 'POST',
+      url: new URL(CREATE, lipa.url),
+      body: zeros,
+    });
+    const accepted = await call(lipa.url, 'POST', CREATE, { raw: zeros, headers: { ...headers } });
+    assert.equal(accepted.status, 201, accepted.text);
+    assert.equal(accepted.body.amount, 12.5);
   });
 
   test('the boundaries are accepted: 8 and 15 digit phones, amount 250000, 0.01, http URLs in staging', async () => {

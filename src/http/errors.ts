@@ -65,6 +65,28 @@ export class AppError extends Error {
   }
 }
 
+/** Control characters (C0, DEL, C1) and the Unicode line and paragraph separators. */
+const CONTROL = /[\p{Cc}\p{Zl}\p{Zp}]/u;
+/** Control characters but tab, line feed and carriage return: free text may have lines. */
+const CONTROL_BUT_LINES = /(?![\t\n\r])\p{Cc}/u;
+
+/** Whether a text has control characters: any in a `line`, any but tab and line breaks in `text`. */
+export function hasControlCharacters(value: string, kind: 'line' | 'text'): boolean {
+  return kind === 'line' ? CONTROL.test(value) : CONTROL_BUT_LINES.test(value);
+}
+
+/**
+ * Refuses (422) control characters in a text field: none in a name or a reference, which is
+ * one line shown on pages, in prompts and in callbacks; only tab and line breaks in free text.
+ */
+export function assertText(field: string, value: string | undefined, kind: 'line' | 'text'): void {
+  if (value !== undefined && hasControlCharacters(value, kind))
+    throw validationError(
+      field,
+      kind === 'line' ? 'must not contain control characters' : 'must not contain control characters other than tab and line breaks',
+    );
+}
+
 export function validationError(field: string, message: string): AppError {
   return new AppError('validation_failed', `${field} ${message}`, [{ field, message }]);
 }

@@ -3,10 +3,10 @@ import { STATUS_CODES } from 'node:http';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyRequest } from 'fastify';
 import FindMyWay from 'find-my-way';
-import secureJson from 'secure-json-parse';
 import type { TSchema } from 'typebox';
 import { messagingReply } from '../messaging/responses.js';
-import { AppError, errorBody, errorHandler, sendError } from './errors.js';
+import { AppError, errorBody, errorHandler, sendError, validationError } from './errors.js';
+import { parseStrictJson } from './json.js';
 import { ErrorResponse } from './schemas.js';
 import type { App } from './types.js';
 
@@ -29,8 +29,6 @@ const BODY_LIMIT = 64 * 1024;
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 const pathOf = (url: string) => url.split('?')[0] ?? '/';
-/** JSON is UTF-8: a body that is not valid UTF-8 is refused, not read with U+FFFD in it. */
-const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 /** The messaging API's paths, whose 404 has that API's own shape. */
 const isMessagingPath = (path: string) => path === '/api/messages' || path.startsWith('/api/messages/');
 
@@ -103,9 +101,9 @@ export function createServer(logger: FastifyBaseLogger): App {
     request.rawBody = body;
     if (body.length === 0) return done(null, undefined);
     try {
-      done(null, secureJson.parse(utf8.decode(body), undefined, { protoAction: 'error', constructorAction: 'error' }));
+      done(null, parseStrictJson(body));
     } catch (error) {
-      const invalid = new AppError('invalid_json', `The body is not acceptable JSON: ${(error as Error).message}`);
+      const invalid = error as AppError;
       if (request.routeOptions.config.signed) {
         request.deferredBodyError = invalid;
         return done(null, undefined);
@@ -130,6 +128,22 @@ export function createServer(logger: FastifyBaseLogger): App {
     reply.header('x-content-type-options', 'nosniff');
     reply.header('referrer-policy', 'no-referrer');
     if (request.url.startsWith('/api/')) reply.header('cache-control', 'no-store');
+    done();
+  });
+
+  // No text the service stores has a NUL character (PostgreSQL cannot store one), so an
+  // identifier with one names nothing (404), and a query value with one is refused (422),
+  // before any query is made. After authentication: a stranger still gets 401 first.
+  app.addHook('preValidation', (request, reply, done) => {
+    if (!request.url.includes('%00') || !request.url.startsWith('/api/')) return done();
+    const params = Object.values((request.params ?? {}) as Record<string, unknown>);
+    if (params.some((value) => typeof value === 'string' && value.includes('\0'))) {
+      if (isMessagingPath(pathOf(request.url))) return void messagingReply.notFound(reply);
+      return void sendError(reply, new AppError('not_found', 'Nothing has an identifier with a NUL character (%00) in it.'));
+    }
+    const query = Object.entries((request.query ?? {}) as Record<string, unknown>);
+    const nul = query.find(([, value]) => [value].flat().some((v) => typeof v === 'string' && v.includes('\0')));
+    if (nul) return done(validationError(nul[0], 'must not contain a NUL character (%00)'));
     done();
   });
 

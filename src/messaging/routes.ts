@@ -5,11 +5,12 @@ import type { AppContext } from '../context.js';
 import { hotQuery } from '../db/hot-query.js';
 import type { MessageTable } from '../db/schema.js';
 import { AppError } from '../http/errors.js';
+import { AmbiguousJsonError } from '../http/json.js';
 import { WindowLimiter } from '../http/rate-limit.js';
 import type { App } from '../http/types.js';
 import { sha256Hex } from '../security/tokens.js';
 import { messagingReply, messagingResponseDocs } from './responses.js';
-import { type Refusal, validateMessage } from './validate.js';
+import { isEmailRequest, type Refusal, validateMessage } from './validate.js';
 
 /** How long POST /api/messages waits for the first attempt before answering `queued`. */
 const FIRST_ATTEMPT_WAIT_MS = 2000;
@@ -62,6 +63,8 @@ export async function registerMessagingRoutes(app: App, ctx: AppContext): Promis
       const code = error instanceof AppError ? error.code : error.code;
       if (code === 'payload_too_large' || code === 'FST_ERR_CTP_BODY_TOO_LARGE')
         return messagingReply.badRequest(reply, `The request body is over ${MESSAGE_BODY_LIMIT / 1024 / 1024} MiB.`);
+      // Ambiguous JSON (a name twice, a lone surrogate) that is clearly an email gets the email shape.
+      if (error instanceof AmbiguousJsonError && isEmailRequest(error.parsed)) return messagingReply.emailBadRequest(reply, error.message);
       if (error instanceof AppError && error.status < 500) return messagingReply.badRequest(reply, error.message);
       if ((error.statusCode ?? 500) < 500) return messagingReply.badRequest(reply, error.message);
       request.log.error({ err: error }, 'messaging request failed');

@@ -1,5 +1,6 @@
 import { parsePhoneNumberFromString } from 'libphonenumber-js';
 import validator from 'validator';
+import { hasControlCharacters } from '../http/errors.js';
 import { countSegments } from './sms-segments.js';
 
 /** Limits of the messaging API (documented in docs/api.md). */
@@ -18,10 +19,10 @@ export type Refusal =
   | { kind: 'bad_request'; type: 'email' | 'sms' | null; message: string }
   | { kind: 'invalid_recipient'; address: string };
 
-/** In Unicode mode a surrogate pair is one code point, so this matches only a lone half. */
-const LONE_SURROGATE = /\p{Cs}/u;
-
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/** Whether a parsed body is an email request (its refusals have the email shape). */
+export const isEmailRequest = (body: unknown): boolean => isObject(body) && isObject(body.message) && body.message.type === 'email';
 
 /**
  * Checks a POST /api/messages body: `{message: {type, content, …}}` with exactly one
@@ -33,8 +34,6 @@ export function validateMessage(body: unknown): ValidMessage | Refusal {
   const m = body.message;
   if (m.type !== 'email' && m.type !== 'sms') return bad(null, 'message.type must be "email" or "sms".');
   if (typeof m.content !== 'string' || m.content.trim() === '') return bad(m.type, 'message.content is required.');
-  // A lone surrogate cannot be stored or sent as UTF-8; it would come out as U+FFFD.
-  if (LONE_SURROGATE.test(m.content)) return bad(m.type, 'message.content is not valid Unicode (it has a lone surrogate).');
   return m.type === 'email' ? validateEmail(m) : validateSms(m);
 }
 
@@ -44,8 +43,7 @@ function validateEmail(m: Record<string, unknown>): ValidMessage | Refusal {
   if (/[,;]/.test(m.email)) return bad('email', 'message.email takes exactly one recipient address.');
   if (typeof m.subject !== 'string' || m.subject.trim() === '') return bad('email', 'message.subject is required.');
   if (m.subject.length > LIMITS.subject) return bad('email', `message.subject must be at most ${LIMITS.subject} characters.`);
-  if (/[\r\n]/.test(m.subject)) return bad('email', 'message.subject must be one line.');
-  if (LONE_SURROGATE.test(m.subject)) return bad('email', 'message.subject is not valid Unicode (it has a lone surrogate).');
+  if (hasControlCharacters(m.subject, 'line')) return bad('email', 'message.subject must be one line, without control characters.');
   const contentType = m.content_type ?? 'text';
   if (contentType !== 'text' && contentType !== 'html') return bad('email', 'message.content_type must be "text" or "html".');
   const content = m.content as string;

@@ -4,7 +4,7 @@ import type { AppContext } from '../context.js';
 import { lockPhone, type Tx } from '../db/database.js';
 import { hotQuery } from '../db/hot-query.js';
 import type { PaymentTable } from '../db/schema.js';
-import { AppError, validationError } from '../http/errors.js';
+import { AppError, assertText, validationError } from '../http/errors.js';
 import { CURRENCY, toMinorUnits } from '../ledger/money.js';
 import { assertHttpUrl } from '../pos/points-of-sale.js';
 import { randomId } from '../security/tokens.js';
@@ -23,6 +23,8 @@ function validate(ctx: AppContext, body: Body): number {
   if (!SUPPORTED_CURRENCIES.includes(body.currency))
     throw validationError('currency', `is not supported (supported: ${SUPPORTED_CURRENCIES.join(', ')})`);
   const amount = toMinorUnits('amount', body.amount, MAX_PAYMENT);
+  assertText('orderId', body.orderId, 'line');
+  assertText('description', body.description, 'text');
   if (body.merchantStika !== undefined) {
     if (!/^[A-Z]{3}_[0-9]+$/.test(body.merchantStika))
       throw validationError('merchantStika', 'must be a currency code, an underscore and digits (e.g. KES_123456)');

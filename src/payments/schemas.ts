@@ -7,8 +7,12 @@ export const CreatePaymentBody = Type.Object({
   currency: Type.String({ minLength: 1, maxLength: 8, description: 'ISO 4217 code; KES is supported' }),
   amount: Type.Number({ description: 'Major units, > 0, at most 2 decimals, at most 250000' }),
   merchantStika: Type.Optional(Type.String({ maxLength: 64, description: 'Currency code, underscore, digits: KES_123456' })),
-  orderId: Type.String({ minLength: 1, maxLength: 128 }),
-  description: Type.Optional(Type.String({ maxLength: 500 })),
+  orderId: Type.String({
+    minLength: 1,
+    maxLength: 128,
+    description: 'One line: no control characters; with terminalId, the idempotency key',
+  }),
+  description: Type.Optional(Type.String({ maxLength: 500, description: 'Free text: no control characters but tab and line breaks' })),
   payer: Type.Object({
     method: Type.String({ description: 'phone' }),
     value: Type.String({ description: 'Phone digits with country code, no plus: 8 to 15 digits' }),

@@ -3,7 +3,7 @@ import type { Static } from 'typebox';
 import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/database.js';
 import type { PointOfSaleTable } from '../db/schema.js';
-import { AppError, validationError } from '../http/errors.js';
+import { AppError, assertText, validationError } from '../http/errors.js';
 import type { PosBody } from './schemas.js';
 
 export function toPointOfSale(row: PointOfSaleTable) {
@@ -44,6 +44,8 @@ export async function createPointOfSale(ctx: AppContext, merchantId: string, bod
   if (body.merchantId.toLowerCase() !== merchantId) {
     throw new AppError('forbidden', 'merchantId must be your own merchant id.');
   }
+  assertText('posCompanyName', body.posCompanyName, 'line');
+  assertText('description', body.description, 'text');
   assertHttpUrl(ctx, 'website', body.website, false);
   assertHttpUrl(ctx, 'resultUrl', body.resultUrl, true);
   assertHttpUrl(ctx, 'serverUrl', body.serverUrl, false);

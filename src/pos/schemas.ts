@@ -4,8 +4,8 @@ import { httpUrl } from '../http/schemas.js';
 /** The seed's point-of-sale body; every field is required. */
 export const PosBody = Type.Object({
   categoryId: Type.String({ format: 'uuid', description: 'From GET /api/v1/categories' }),
-  posCompanyName: Type.String({ minLength: 1, maxLength: 100 }),
-  description: Type.String({ maxLength: 500 }),
+  posCompanyName: Type.String({ minLength: 1, maxLength: 100, description: 'One line: no control characters' }),
+  description: Type.String({ maxLength: 500, description: 'Free text: no control characters but tab and line breaks' }),
   website: httpUrl('Merchant website'),
   resultUrl: httpUrl('Receives payment callbacks, besides urls.callbackUrl of each payment'),
   serverUrl: httpUrl('Merchant server API address; stored and shown, nothing is sent to it'),

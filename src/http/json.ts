@@ -1,0 +1,114 @@
+import secureJson from 'secure-json-parse';
+import { AppError } from './errors.js';
+
+/** JSON is UTF-8: a body that is not valid UTF-8 is refused, not read with U+FFFD in it. */
+const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/** In Unicode mode a surrogate pair is one code point, so this matches only a lone half. */
+const LONE_SURROGATE = /\p{Cs}/u;
+
+/** Decimal digits a double always gives back as written (DBL_DIG). */
+const EXACT_DIGITS = 15;
+
+/**
+ * A body that JSON.parse read, but not as the sender may have meant it. Carries what was
+ * parsed, so that an API with its own error shapes can still tell which kind of request
+ * it was (the messaging API answers an email and an SMS differently).
+ */
+export class AmbiguousJsonError extends AppError {
+  constructor(
+    problem: string,
+    readonly parsed: unknown,
+  ) {
+    super('invalid_json', `The body is not acceptable JSON: ${problem}`);
+  }
+}
+
+/**
+ * Reads a request body as strict JSON: valid UTF-8, no `__proto__` or
+ * `constructor.prototype` keys, and the I-JSON rules (RFC 7493) that keep a body from
+ * meaning two things: no member name twice in one object (JSON.parse keeps the last one;
+ * a signature, a log or an auditor may read the first), no lone surrogate (`"\ud800"`:
+ * it cannot be stored or sent as UTF-8, and would come back as U+FFFD), no NUL character
+ * (`"\u0000"`: PostgreSQL cannot store it, and no text field means it), and no number with
+ * more than 15 significant digits (`0.10000000000000001` would silently become 0.1).
+ * Throws AppError `invalid_json`.
+ */
+export function parseStrictJson(body: Uint8Array): unknown {
+  let text: string;
+  let parsed: unknown;
+  try {
+    text = utf8.decode(body);
+    parsed = secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' });
+  } catch (error) {
+    throw new AppError('invalid_json', `The body is not acceptable JSON: ${(error as Error).message}`);
+  }
+  const problem = ambiguity(text);
+  if (problem !== null) throw new AmbiguousJsonError(problem, parsed);
+  return parsed;
+}
+
+/**
+ * The first I-JSON problem in `text`, which JSON.parse has accepted (so the scan can trust
+ * its structure), or null. One pass; member names are only sliced out when an object has
+ * more than one.
+ */
+function ambiguity(text: string): string | null {
+  // One frame per open container: the names seen so far in an object, null for an array.
+  const frames: Array<Set<string> | null> = [];
+  let expectName = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) {
+      const start = i;
+      let escaped = false;
+      for (i++; text.charCodeAt(i) !== 0x22; i++) {
+        if (text.charCodeAt(i) === 0x5c) {
+          escaped = true;
+          i++;
+        }
+      }
+      // Only an escape can make a lone surrogate: the text came from strict UTF-8.
+      const value = escaped ? (JSON.parse(text.slice(start, i + 1)) as string) : null;
+      if (value !== null && LONE_SURROGATE.test(value)) return `the string ${text.slice(start, i + 1)} has a lone surrogate`;
+      if (value?.includes('\u0000')) return `the string ${text.slice(start, i + 1)} has a NUL character (\\u0000)`;
+      if (expectName) {
+        expectName = false;
+        const names = frames[frames.length - 1] as Set<string>;
+        const name = value ?? text.slice(start + 1, i);
+        if (names.has(name)) return `the member ${JSON.stringify(name)} appears twice in one object`;
+        names.add(name);
+      }
+    } else if (c === 0x7b) {
+      frames.push(new Set());
+      expectName = true;
+    } else if (c === 0x5b) {
+      frames.push(null);
+    } else if (c === 0x7d || c === 0x5d) {
+      frames.pop();
+    } else if (c === 0x2c) {
+      expectName = frames[frames.length - 1] !== null;
+    } else if (c === 0x2d || (c >= 0x30 && c <= 0x39)) {
+      const start = i;
+      while (i + 1 < text.length && isNumberChar(text.charCodeAt(i + 1))) i++;
+      // A shorter token cannot have too many digits: most numbers are not sliced out.
+      if (i + 1 - start > EXACT_DIGITS && significantDigits(text.slice(start, i + 1)) > EXACT_DIGITS)
+        return `the number ${text.slice(start, i + 1)} has more than ${EXACT_DIGITS} significant digits, more than can be read exactly`;
+    }
+  }
+  return null;
+}
+
+/** 0-9 . e E + - */
+const isNumberChar = (c: number) => (c >= 0x30 && c <= 0x39) || c === 0x2e || c === 0x65 || c === 0x45 || c === 0x2b || c === 0x2d;
+
+/** Digits of a JSON number's mantissa without its leading and trailing zeros. */
+function significantDigits(token: string): number {
+  const exponent = token.search(/[eE]/);
+  const digits = (exponent === -1 ? token : token.slice(0, exponent)).replace(/[-.]/g, '');
+  let first = 0;
+  while (first < digits.length && digits.charCodeAt(first) === 0x30) first++;
+  let last = digits.length;
+  while (last > first && digits.charCodeAt(last - 1) === 0x30) last--;
+  return last - first;
+}
