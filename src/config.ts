@@ -63,6 +63,9 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError('MOCK_PORT must be 0 in production: the mock environment is for staging only');
   }
 
+  const mainPort = port(env, 'PORT', 8080);
+  if (mockPort !== 0 && mockPort === mainPort) throw new ConfigError(`PORT and MOCK_PORT must differ (both are ${mainPort})`);
+
   const stagingOtp = production ? null : env.STAGING_OTP || '534789';
   if (stagingOtp !== null && !/^[0-9]{6}$/.test(stagingOtp)) {
     throw new ConfigError('STAGING_OTP must be 6 digits');
@@ -74,13 +77,13 @@ export function loadConfig(env: Env = process.env): Config {
   return {
     env: lipaEnv,
     host: env.HOST ?? '127.0.0.1',
-    port: port(env, 'PORT', 8080),
+    port: mainPort,
     mockPort,
     databaseUrl: databaseUrl(env.DATABASE_URL ?? 'file:./data/lipa.sqlite'),
     adminToken,
     adminTokenGenerated: !env.ADMIN_TOKEN,
     stagingOtp,
-    publicBaseUrl: publicBaseUrl(env.PUBLIC_BASE_URL),
+    publicBaseUrl: publicBaseUrl(env.PUBLIC_BASE_URL, production),
     masterKey: masterKey(env.LIPA_MASTER_KEY),
     paymentTtlSeconds: int(env, 'PAYMENT_TTL_SECONDS', 120, 1),
     callbackAllowPrivate: bool(env, 'CALLBACK_ALLOW_PRIVATE', !production),
@@ -153,7 +156,7 @@ function databaseUrl(value: string): string {
   throw new ConfigError('DATABASE_URL must start with file: (SQLite) or postgres:// (PostgreSQL)');
 }
 
-function publicBaseUrl(value: string | undefined): string | null {
+function publicBaseUrl(value: string | undefined, production: boolean): string | null {
   if (value === undefined || value === '') return null;
   let url: URL;
   try {
@@ -163,6 +166,13 @@ function publicBaseUrl(value: string | undefined): string | null {
   }
   if (url.protocol !== 'https:' && url.protocol !== 'http:') {
     throw new ConfigError('PUBLIC_BASE_URL must be an http(s) URL');
+  }
+  if (production && url.protocol !== 'https:') throw new ConfigError('PUBLIC_BASE_URL must be an https URL in production');
+  // Merchants sign `https://{host}`: an origin, nothing after it (a path would be dropped unseen).
+  if (url.href !== `${url.origin}/`) {
+    throw new ConfigError(
+      `PUBLIC_BASE_URL must be an origin only, scheme, host and port, such as https://pay.example.com (got "${value}")`,
+    );
   }
   return url.origin;
 }

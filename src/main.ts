@@ -1,5 +1,6 @@
+import type { FastifyBaseLogger } from 'fastify';
 import { buildApp, buildMockApp } from './app.js';
-import { ConfigError, loadConfig } from './config.js';
+import { type Config, ConfigError, loadConfig } from './config.js';
 import { createContext } from './context.js';
 import { openDatabase } from './db/database.js';
 import { startBackground } from './jobs/background.js';
@@ -19,13 +20,13 @@ async function main(): Promise<void> {
   }
 
   const log = createLogger(config.logLevel);
-  const store = await openDatabase(config.databaseUrl);
-  const ctx = createContext({ config, store, log, transports: createTransports(config, log) });
-  const app = await buildApp(ctx);
-  const mock = config.mockPort !== 0 ? await buildMockApp(ctx) : null;
-  const background = await startBackground(ctx);
-  await app.listen({ port: config.port, host: config.host });
-  if (mock) await mock.listen({ port: config.mockPort, host: config.host });
+  // What the environment refuses (the database unreachable, a port taken, a host unknown) is
+  // one line too, as a configuration error is, not a stack trace.
+  const started = await start(config, log).catch((error: unknown) => {
+    process.stderr.write(`lipa: cannot start: ${(error as Error).message}\n`);
+    process.exit(1);
+  });
+  const { store, ctx, app, mock, background } = started;
   log.info({ env: config.env, database: store.dialect, mock: mock !== null }, 'lipa started');
   if (config.adminTokenGenerated) {
     // Staging convenience (CONTRACT §1): the generated operator token, outside the JSON log.
@@ -38,7 +39,14 @@ async function main(): Promise<void> {
     stopping = true;
     log.info({ signal }, 'draining');
     // Listeners stop accepting, in-flight requests finish, then background work and the database.
+    // A keep-alive connection whose request was in flight becomes idle once answered: close it
+    // then, rather than when its client or the keep-alive timeout (72 s) ends it.
+    const sweep = setInterval(() => {
+      app.server.closeIdleConnections();
+      mock?.server.closeIdleConnections();
+    }, 100);
     await Promise.all([app.close(), mock?.close()]);
+    clearInterval(sweep);
     await background.stop();
     await ctx.messenger.close();
     await store.close();
@@ -47,6 +55,17 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+async function start(config: Config, log: FastifyBaseLogger) {
+  const store = await openDatabase(config.databaseUrl);
+  const ctx = createContext({ config, store, log, transports: createTransports(config, log) });
+  const app = await buildApp(ctx);
+  const mock = config.mockPort !== 0 ? await buildMockApp(ctx) : null;
+  const background = await startBackground(ctx);
+  await app.listen({ port: config.port, host: config.host });
+  if (mock) await mock.listen({ port: config.mockPort, host: config.host });
+  return { store, ctx, app, mock, background };
 }
 
 await main();

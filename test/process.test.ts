@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { request as httpRequest } from 'node:http';
+import { Agent, request as httpRequest } from 'node:http';
 import { createServer } from 'node:net';
 import { after, describe, test } from 'node:test';
 import { ADMIN_TOKEN, freshDatabase, type TestDatabase } from './helpers/harness.js';
@@ -73,6 +73,43 @@ describe('the service process', () => {
     assert.match(result.stderr, /PORT must be/);
   });
 
+  test('PORT and MOCK_PORT alike, or a PUBLIC_BASE_URL with a path, are refused with one line', () => {
+    for (const [env, why] of [
+      [{ PORT: '18777', MOCK_PORT: '18777' }, /PORT and MOCK_PORT must differ/],
+      [{ PUBLIC_BASE_URL: 'https://pay.example.com/api/' }, /PUBLIC_BASE_URL must be an origin only/],
+    ] as const) {
+      const result = runToExit({ ...env, DATABASE_URL: 'file::memory:' });
+      assert.equal(result.status, 1, result.stderr);
+      assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
+      assert.match(result.stderr, why);
+    }
+  });
+
+  test('a port already taken is one line on stderr and exit 1, not a stack trace', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    const address = taken.address();
+    const port = typeof address === 'object' && address ? address.port : 0;
+    try {
+      const result = await new Promise<{ status: number | null; stderr: string }>((resolve) => {
+        const child = spawn(process.execPath, MAIN, {
+          env: { PATH: process.env.PATH ?? '', PORT: String(port), MOCK_PORT: '0', DATABASE_URL: 'file::memory:', ADMIN_TOKEN },
+          stdio: ['ignore', 'ignore', 'pipe'],
+        });
+        let stderr = '';
+        child.stderr?.on('data', (chunk) => {
+          stderr += chunk;
+        });
+        child.on('exit', (status) => resolve({ status, stderr }));
+      });
+      assert.equal(result.status, 1, result.stderr);
+      assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
+      assert.match(result.stderr, /^lipa: cannot start: .*EADDRINUSE/);
+    } finally {
+      taken.close();
+    }
+  });
+
   test('SIGTERM drains in-flight requests and exits 0', async () => {
     const database = await freshDatabase();
     databases.push(database);
@@ -105,6 +142,7 @@ describe('the service process', () => {
     const body = JSON.stringify({ login: 'nobody@x.example', password: 'not the password' });
     const request = httpRequest(`${url}/api/v1/authorization`, {
       method: 'POST',
+      agent: new Agent({ keepAlive: true }),
       headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
     });
     const answered = new Promise<number | undefined>((resolve, reject) => {
@@ -122,7 +160,10 @@ describe('the service process', () => {
     assert.equal(child.exitCode, null, 'still draining while a request is in flight');
     request.end(body.slice(10));
     assert.equal(await answered, 401, 'the in-flight request was answered');
+    const answeredAt = Date.now();
     assert.equal(await exited, 0, stderr);
+    // Its keep-alive connection is closed once answered, not held for the 72 s keep-alive timeout.
+    assert.ok(Date.now() - answeredAt < 10_000, `exited ${Date.now() - answeredAt} ms after the answer`);
     await assert.rejects(fetch(`${url}/health`), 'no longer listening');
   });
 });

@@ -6,6 +6,7 @@ import { adminAuth, errors } from '../http/schemas.js';
 import type { App } from '../http/types.js';
 import { CURRENCY, fromMinorUnits } from '../ledger/money.js';
 import { createMerchant } from '../merchants/create-merchant.js';
+import { hideCodes } from '../messaging/messenger.js';
 import { createPayer, deposit } from '../payers/payers.js';
 import {
   CreateMerchantBody,
@@ -144,7 +145,8 @@ export function registerAdminRoutes(app: App, ctx: AppContext): void {
         to: m.type === 'email' ? (m.email ?? '') : `${m.phone_country_code ?? ''}${m.phone_number ?? ''}`,
         subject: m.subject,
         contentType: m.content_type,
-        content: m.content,
+        // Staging testers read login codes here; in production no operator may read one.
+        content: m.purpose === 'otp' && ctx.config.env === 'production' ? hideCodes(m.content) : m.content,
         status: m.status,
         createdAt: new Date(m.created_at).toISOString(),
       }));

@@ -241,7 +241,7 @@ export class Messenger implements Notifier {
    */
   private redactedAfterSend(message: MessageTable, status: MessageStatus): string {
     if (message.purpose !== 'otp' || (status !== 'sent' && status !== 'delivered')) return message.content;
-    return message.content.replace(/\b[0-9]{6}\b/g, '******');
+    return hideCodes(message.content);
   }
 
   /** A delivery receipt moves a sent SMS to delivered or failed. */
@@ -270,3 +270,6 @@ export class Messenger implements Notifier {
     await Promise.all([this.transports.email?.close(), this.transports.sms?.close()]);
   }
 }
+
+/** An OTP's text with its code hidden, its shape kept. */
+export const hideCodes = (text: string): string => text.replace(/\b[0-9]{6}\b/g, '******');
