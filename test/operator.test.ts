@@ -439,4 +439,42 @@ describe('operator CLI', () => {
       return true;
     });
   });
+
+  const refused = (pattern: RegExp) => (error: Error & { code?: number; stdout?: string; stderr?: string }) => {
+    assert.equal(error.code, 1);
+    assert.equal(error.stdout, '');
+    assert.equal((error.stderr ?? '').trim().split('\n').length, 1, error.stderr);
+    assert.match(error.stderr ?? '', pattern);
+    return true;
+  };
+
+  test('the CLI validates as the operator API does: a bad login or a short password exits 1 and creates nothing', async () => {
+    const before = (await admin(lipa, 'GET', '/api/v1/admin/merchants?limit=200')).body.length;
+    await assert.rejects(
+      cli(['merchant', 'create', '--login', 'not an email', '--password', 'long enough', '--name', 'X']),
+      refused(/login must match format "email"/),
+    );
+    await assert.rejects(
+      cli(['merchant', 'create', '--login', `${unique('cli')}@duka.example`, '--password', 'short', '--name', 'X']),
+      refused(/password/),
+    );
+    assert.equal((await admin(lipa, 'GET', '/api/v1/admin/merchants?limit=200')).body.length, before);
+  });
+
+  test('an unknown option or an amount that is not a decimal number is one line and exit 1', async () => {
+    await assert.rejects(cli(['categories', '--bogus', 'x']), refused(/Unknown option '--bogus'/));
+    const payer = { phone: uniquePhone(), name: 'CLI payer', pin: '2468' };
+    await cli(['payer', 'create', '--phone', payer.phone, '--name', payer.name, '--pin', payer.pin]);
+    await assert.rejects(
+      cli(['payer', 'deposit', '--phone', payer.phone, '--amount', '0x10']),
+      refused(/--amount must be a decimal number/),
+    );
+    const { stdout } = await cli(['payer', 'deposit', '--phone', payer.phone, '--amount', '16.25']);
+    assert.deepEqual(JSON.parse(stdout), { phone: payer.phone, balance: 16.25 });
+  });
+
+  test('categories prints what GET /api/v1/categories answers', async () => {
+    const { stdout } = await cli(['categories']);
+    assert.deepEqual(JSON.parse(stdout), (await call(lipa.url, 'GET', '/api/v1/categories')).body);
+  });
 });

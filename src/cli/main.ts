@@ -1,11 +1,9 @@
 import { parseArgs } from 'node:util';
+import { buildApp } from '../app.js';
 import { ConfigError, loadConfig } from '../config.js';
 import { createContext } from '../context.js';
 import { openDatabase } from '../db/database.js';
-import { AppError } from '../http/errors.js';
 import { createLogger } from '../logger.js';
-import { createMerchant } from '../merchants/create-merchant.js';
-import { createPayer, deposit } from '../payers/payers.js';
 
 /** The operator CLI: the same operations as the operator API, on the configured database. */
 const HELP = `Usage: npm run lipa -- <command> [options]
@@ -20,61 +18,102 @@ Commands:
 Uses DATABASE_URL (default file:./data/lipa.sqlite) and the other settings of the service.
 Prints JSON results; exits 1 with a message on error.`;
 
-const { positionals, values } = parseArgs({
-  allowPositionals: true,
-  options: {
-    help: { type: 'boolean', short: 'h' },
-    login: { type: 'string' },
-    password: { type: 'string' },
-    name: { type: 'string' },
-    phone: { type: 'string' },
-    pin: { type: 'string' },
-    balance: { type: 'string' },
-    amount: { type: 'string' },
-  },
-});
+const OPTIONS = {
+  help: { type: 'boolean', short: 'h' },
+  login: { type: 'string' },
+  password: { type: 'string' },
+  name: { type: 'string' },
+  phone: { type: 'string' },
+  pin: { type: 'string' },
+  balance: { type: 'string' },
+  amount: { type: 'string' },
+} as const;
 
-function required(name: keyof typeof values): string {
-  const value = values[name];
-  if (typeof value !== 'string' || value === '') throw new AppError('validation_failed', `--${name} is required`);
-  return value;
-}
+/** A refusal of the command line itself: printed as one line, exit 1. */
+class UsageError extends Error {}
 
-function amount(name: 'balance' | 'amount'): number {
-  const value = Number(required(name));
-  if (!Number.isFinite(value)) throw new AppError('validation_failed', `--${name} must be a number`);
-  return value;
-}
-
-async function run(): Promise<unknown> {
+/**
+ * Each command is the operator API's request, answered in-process by the service's own
+ * routes (`inject`, no port opened): the same validation, the same errors, the same JSON.
+ */
+async function run(argv: string[]): Promise<unknown> {
+  let parsed: ReturnType<typeof parseArgs<{ args: string[]; allowPositionals: true; options: typeof OPTIONS }>>;
+  try {
+    parsed = parseArgs({ args: argv, allowPositionals: true, options: OPTIONS });
+  } catch (error) {
+    throw new UsageError(`${(error as Error).message.replace(/\s*\n\s*/g, ' ')} (see --help)`);
+  }
+  const { positionals, values } = parsed;
   const command = positionals.join(' ');
   if (values.help || command === '' || command === 'help') return HELP;
+
+  const text = (name: keyof typeof values): string => {
+    const value = values[name];
+    if (typeof value !== 'string' || value === '') throw new UsageError(`--${name} is required`);
+    return value;
+  };
+  /** A decimal number as written (not 0x10, 1e3 or Infinity), which the API then checks. */
+  const decimal = (name: 'balance' | 'amount'): number => {
+    const value = text(name);
+    if (!/^-?[0-9]+(\.[0-9]+)?$/.test(value))
+      throw new UsageError(`--${name} must be a decimal number such as 150 or 99.50 (got "${value}")`);
+    return Number(value);
+  };
+  let request: { method: 'GET' | 'POST'; url: string; body?: unknown } | null;
+  switch (command) {
+    case 'migrate':
+      request = null;
+      break;
+    case 'merchant create':
+      request = {
+        method: 'POST',
+        url: '/api/v1/admin/merchants',
+        body: { login: text('login'), password: text('password'), name: text('name') },
+      };
+      break;
+    case 'payer create':
+      request = {
+        method: 'POST',
+        url: '/api/v1/admin/payers',
+        body: {
+          phone: text('phone'),
+          name: text('name'),
+          pin: text('pin'),
+          ...(values.balance === undefined ? {} : { balance: decimal('balance') }),
+        },
+      };
+      break;
+    case 'payer deposit':
+      request = {
+        method: 'POST',
+        url: `/api/v1/admin/payers/${encodeURIComponent(text('phone'))}/deposits`,
+        body: { amount: decimal('amount') },
+      };
+      break;
+    case 'categories':
+      request = { method: 'GET', url: '/api/v1/categories' };
+      break;
+    default:
+      throw new UsageError(`unknown command "${command}"; see --help`);
+  }
+
   const config = loadConfig();
   const store = await openDatabase(config.databaseUrl);
-  const ctx = createContext({ config, store, log: createLogger('warn') });
   try {
-    switch (command) {
-      case 'migrate':
-        return { migrated: true, database: store.dialect };
-      case 'merchant create':
-        return await createMerchant(ctx, { login: required('login'), password: required('password'), name: required('name') });
-      case 'payer create': {
-        if (!/^[0-9]{4,6}$/.test(required('pin'))) throw new AppError('validation_failed', '--pin must be 4 to 6 digits');
-        if (!/^[0-9]{8,15}$/.test(required('phone'))) throw new AppError('validation_failed', '--phone must be 8 to 15 digits');
-        const balance = values.balance === undefined ? undefined : amount('balance');
-        return await createPayer(ctx, {
-          phone: required('phone'),
-          name: required('name'),
-          pin: required('pin'),
-          ...(balance === undefined ? {} : { balance }),
-        });
-      }
-      case 'payer deposit':
-        return await deposit(ctx, required('phone'), amount('amount'));
-      case 'categories':
-        return await store.db.selectFrom('categories').selectAll().orderBy('mcc').execute();
-      default:
-        throw new AppError('not_found', `unknown command "${command}"; see --help`);
+    if (request === null) return { migrated: true, database: store.dialect };
+    const app = await buildApp(createContext({ config, store, log: createLogger('warn') }));
+    try {
+      const reply = await app.inject({
+        method: request.method,
+        url: request.url,
+        headers: { authorization: `Bearer ${config.adminToken}` },
+        ...(request.body === undefined ? {} : { payload: request.body as Record<string, unknown> }),
+      });
+      const answer = reply.json() as { error?: { message: string } };
+      if (reply.statusCode >= 400) throw new UsageError(answer.error?.message ?? `the service answered ${reply.statusCode}`);
+      return answer;
+    } finally {
+      await app.close();
     }
   } finally {
     await store.close();
@@ -82,10 +121,10 @@ async function run(): Promise<unknown> {
 }
 
 try {
-  const result = await run();
+  const result = await run(process.argv.slice(2));
   process.stdout.write(typeof result === 'string' ? `${result}\n` : `${JSON.stringify(result, null, 2)}\n`);
 } catch (error) {
-  const message = error instanceof AppError || error instanceof ConfigError ? error.message : String(error);
+  const message = error instanceof UsageError || error instanceof ConfigError ? error.message : String(error);
   process.stderr.write(`lipa: ${message}\n`);
   process.exit(1);
 }
