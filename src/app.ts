@@ -11,7 +11,7 @@ import { createServer } from './http/server.js';
 import type { App } from './http/types.js';
 import { registerKeyRoutes } from './keys/routes.js';
 import { registerMerchantMessageRoutes } from './messaging/merchant-routes.js';
-import { registerMessagingRoutes } from './messaging/routes.js';
+import { messagingKeyOf, registerMessagingRoutes } from './messaging/routes.js';
 import { registerOpsRoutes } from './ops/routes.js';
 import { registerMerchantPaymentRoutes } from './payments/merchant-routes.js';
 import { registerPaymentRoutes } from './payments/routes.js';
@@ -27,7 +27,7 @@ export const API_VERSION = '1.0.0';
 
 /** The main listener: every endpoint, the operator API, docs and health. */
 export async function buildApp(ctx: AppContext): Promise<App> {
-  const app = createServer(ctx.log);
+  const app = createServer(ctx.log, { messagingKeyValid: async (request) => (await messagingKeyOf(ctx, request)) !== null });
   await app.register(swagger, {
     transform: ({ schema, url, route }) => {
       // Routes that describe their answers without a response schema (the messaging API).

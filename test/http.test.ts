@@ -84,6 +84,31 @@ describe('HTTP hygiene', () => {
     });
   });
 
+  test('an HTTP/1.1 request without a Host header, or with two, is 400 malformed_request in the error body', async () => {
+    const { port } = new URL(lipa.url);
+    const send = (head: string) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = connect(Number(port), '127.0.0.1', () => socket.write(head));
+        let text = '';
+        socket.on('data', (chunk) => {
+          text += chunk.toString();
+        });
+        socket.on('close', () => resolve(text));
+        socket.on('error', reject);
+      });
+    for (const head of ['GET /health HTTP/1.1\r\n\r\n', 'GET /health HTTP/1.1\r\nHost: a.example\r\nHost: b.example\r\n\r\n']) {
+      const answer = await send(head);
+      const [status = '', body = ''] = answer.split('\r\n\r\n');
+      assert.match(status, /^HTTP\/1\.1 400 /, answer);
+      const requestId = /\r\nx-request-id: ([0-9a-f-]{36})\r\n/i.exec(status)?.[1];
+      assert.ok(requestId, status);
+      assert.deepEqual(JSON.parse(body), {
+        error: { code: 'malformed_request', message: 'The request must have exactly one Host header.' },
+        requestId,
+      });
+    }
+  });
+
   test('JSON that could be read two ways is 422 invalid_json, saying why', async () => {
     const cases: Array<[string, string]> = [
       ['{"login":"a@b.c","password":"x","login":"c@d.e"}', 'the member "login" appears twice in one object'],
@@ -264,7 +289,15 @@ describe('authentication comes before the body', () => {
       assert.equal(reply.body.error.code, 'not_found', path);
       assert.ok(reply.headers.get('x-request-id'), 'the request id is still set');
     }
-    const message = await call(lipa.url, 'GET', '/api/messages/%zz', { headers: { api_key: 'wrong' } });
+    // Endpoint 8 authenticates first, whatever its id: no key or a wrong one is 401, a good one 404.
+    for (const headers of [{}, { api_key: 'wrong' }] as Array<Record<string, string>>) {
+      const refused = await call(lipa.url, 'GET', '/api/messages/%zz', { headers });
+      assert.equal(refused.status, 401, refused.text);
+      assert.equal(refused.body.message, 'Authentication failed');
+    }
+    const merchant = await merchantSession(lipa);
+    const key = await call(lipa.url, 'POST', '/api/v1/messaging-keys', { token: merchant.token, body: {} });
+    const message = await call(lipa.url, 'GET', '/api/messages/%zz', { headers: { api_key: key.body.apiKey } });
     assert.equal(message.status, 404, message.text);
     assert.deepEqual(message.body, { message: message.body.message, error_code: 'not_found' });
   });

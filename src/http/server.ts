@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyBaseLogger, type FastifyRequest } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyReply, type FastifyRequest } from 'fastify';
 import FindMyWay from 'find-my-way';
 import type { TSchema } from 'typebox';
 import { messagingReply } from '../messaging/responses.js';
@@ -29,6 +29,16 @@ const BODY_LIMIT = 64 * 1024;
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 const pathOf = (url: string) => url.split('?')[0] ?? '/';
+/** How many Host headers a request has (Node keeps only the first in `headers`). */
+function hostCount(rawHeaders: string[]): number {
+  let count = 0;
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i] as string;
+    if (name.length === 4 && name.toLowerCase() === 'host') count++;
+  }
+  return count;
+}
+
 /** The messaging API's paths, whose 404 has that API's own shape. */
 const isMessagingPath = (path: string) => path === '/api/messages' || path.startsWith('/api/messages/');
 
@@ -37,7 +47,12 @@ const isMessagingPath = (path: string) => path === '/api/messages' || path.start
  * error body, 404 in that shape (with Allow when only the method is wrong), strict JSON
  * parsing from raw bytes, a body limit, timeouts, and security headers.
  */
-export function createServer(logger: FastifyBaseLogger): App {
+export interface ServerOptions {
+  /** Whether a request's api_key header names a live messaging key (endpoint 8 authenticates before its 404). */
+  messagingKeyValid?: (request: FastifyRequest) => Promise<boolean>;
+}
+
+export function createServer(logger: FastifyBaseLogger, options: ServerOptions = {}): App {
   const app = Fastify({
     loggerInstance: logger,
     bodyLimit: BODY_LIMIT,
@@ -53,6 +68,8 @@ export function createServer(logger: FastifyBaseLogger): App {
       }
       // A path that cannot be percent-decoded names no endpoint (the interface: 404).
       const path = pathOf(request.url);
+      // Endpoint 8 with an id that cannot be decoded: its api_key is checked first (401), as always.
+      if (isMessagingPath(path) && request.method === 'GET' && path !== '/api/messages') return lookupWithBadId(request, reply);
       if (isMessagingPath(path)) return messagingReply.notFound(reply);
       sendError(reply, new AppError('not_found', `No endpoint ${request.method} ${path}: the path is not valid percent-encoding.`));
     },
@@ -78,6 +95,12 @@ export function createServer(logger: FastifyBaseLogger): App {
       socket.destroy(error);
     },
     requestTimeout: 30_000,
+    http: {
+      // A request without Host gets the one error body (below) rather than Node's bare 400.
+      requireHostHeader: false,
+      // How often requestTimeout is checked: a slow request gets its 408 at 30–32 s, not up to 60 s.
+      connectionsCheckingInterval: 2_000,
+    },
     connectionTimeout: 60_000,
     keepAliveTimeout: 72_000,
     requestIdHeader: false,
@@ -90,6 +113,18 @@ export function createServer(logger: FastifyBaseLogger): App {
     return503OnClosing: true,
     forceCloseConnections: 'idle',
   }).withTypeProvider<TypeBoxTypeProvider>();
+
+  const lookupWithBadId = async (request: FastifyRequest, reply: FastifyReply) => {
+    try {
+      if (!request.headers.api_key) return messagingReply.lookupAuthenticationFailed(reply, 'The api_key header is missing.');
+      if (options.messagingKeyValid && !(await options.messagingKeyValid(request)))
+        return messagingReply.lookupAuthenticationFailed(reply, 'The api_key is invalid or revoked.');
+      return messagingReply.notFound(reply);
+    } catch (error) {
+      request.log.error({ err: error }, 'messaging key check failed');
+      return messagingReply.internalError(reply);
+    }
+  };
 
   app.addSchema(ErrorResponse);
   app.decorateRequest('principal', null);
@@ -128,6 +163,11 @@ export function createServer(logger: FastifyBaseLogger): App {
     reply.header('x-content-type-options', 'nosniff');
     reply.header('referrer-policy', 'no-referrer');
     if (request.url.startsWith('/api/')) reply.header('cache-control', 'no-store');
+    // HTTP/1.1 needs exactly one Host (RFC 9112 §3.2), and merchants sign the host they called.
+    if (request.raw.httpVersion !== '1.0' && hostCount(request.raw.rawHeaders) !== 1) {
+      reply.header('connection', 'close');
+      return void sendError(reply, new AppError('malformed_request', 'The request must have exactly one Host header.'));
+    }
     done();
   });
 

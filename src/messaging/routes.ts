@@ -25,6 +25,20 @@ interface MessagingKey {
   merchantId: string;
 }
 
+/** The live messaging key a request's api_key header names, or null (missing, unknown, revoked). */
+export async function messagingKeyOf(ctx: AppContext, request: FastifyRequest): Promise<MessagingKey | null> {
+  const header = request.headers.api_key;
+  const apiKey = Array.isArray(header) ? header[0] : header;
+  if (!apiKey) return null;
+  const db = ctx.store.db;
+  const hash = sha256Hex(apiKey);
+  const { rows } = await hotQuery(db, 'messaging.key', [hash], () =>
+    db.selectFrom('messaging_keys').select(['id', 'merchant_id', 'revoked_at']).where('key_hash', '=', hash),
+  );
+  const key = rows[0];
+  return key && key.revoked_at === null ? { id: key.id, merchantId: key.merchant_id } : null;
+}
+
 /**
  * The messaging API (endpoints 7 and 8) at `{messaging_url}` = `/api`, with the api_key
  * header. Its answers have the interface's own shapes (responses.ts), errors included, so
@@ -35,18 +49,7 @@ export async function registerMessagingRoutes(app: App, ctx: AppContext): Promis
     const scope = plugin.withTypeProvider<TypeBoxTypeProvider>();
     const perKey = new WindowLimiter(ctx.config.rateLimitKeyPerSec, 1000, ctx.now);
 
-    const keyOf = async (request: FastifyRequest): Promise<MessagingKey | null> => {
-      const header = request.headers.api_key;
-      const apiKey = Array.isArray(header) ? header[0] : header;
-      if (!apiKey) return null;
-      const db = ctx.store.db;
-      const hash = sha256Hex(apiKey);
-      const { rows } = await hotQuery(db, 'messaging.key', [hash], () =>
-        db.selectFrom('messaging_keys').select(['id', 'merchant_id', 'revoked_at']).where('key_hash', '=', hash),
-      );
-      const key = rows[0];
-      return key && key.revoked_at === null ? { id: key.id, merchantId: key.merchant_id } : null;
-    };
+    const keyOf = (request: FastifyRequest) => messagingKeyOf(ctx, request);
 
     /** 429 in the messaging shape, or null when within the limit. */
     const limited = (reply: FastifyReply, key: MessagingKey): FastifyReply | null => {
