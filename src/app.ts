@@ -26,6 +26,9 @@ import { registerWalletPage } from './web/wallet.js';
 export const API_VERSION = '1.0.0';
 
 /** The main listener: every endpoint, the operator API, docs and health. */
+/** The methods whose requests Fastify reads a body for. */
+const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+
 export async function buildApp(ctx: AppContext): Promise<App> {
   const app = createServer(ctx.log, { messagingKeyValid: async (request) => (await messagingKeyOf(ctx, request)) !== null });
   await app.register(swagger, {
@@ -33,10 +36,12 @@ export async function buildApp(ctx: AppContext): Promise<App> {
       // Routes that describe their answers without a response schema (the messaging API).
       const docs = route.config?.responseDocs;
       if (docs) return { schema: { ...schema, response: docs }, url };
-      if (!schema?.body) return { schema, url };
-      // The answers every JSON body can get from the framework: too large, or not JSON (the
-      // signed endpoints answer that with 422 after the signature).
-      const framework = route.config?.signed ? errors(413) : errors(413, 415);
+      // The answers any request body can get from the framework, even on a route that takes
+      // none: too large, not JSON (the signed endpoints answer that with 422 after the
+      // signature), or JSON that does not parse or reads two ways.
+      const takesBody = [route.method].flat().some((m) => BODY_METHODS.has(m));
+      if (!schema || !takesBody) return { schema, url };
+      const framework = route.config?.signed ? errors(413, 422) : errors(413, 415, 422);
       return { schema: { ...schema, response: { ...framework, ...(schema.response as object) } }, url };
     },
     openapi: {
@@ -44,7 +49,11 @@ export async function buildApp(ctx: AppContext): Promise<App> {
       info: {
         title: 'Lipa: merchant payments and messaging',
         version: API_VERSION,
-        description: 'Person-to-merchant mobile-money payments, with email and SMS messaging. See docs/api.md.',
+        description:
+          'Person-to-merchant mobile-money payments, with email and SMS messaging. See docs/api.md. ' +
+          'This describes the main listener; the mock environment (MOCK_PORT, staging only) answers ' +
+          'POST /api/v1/authorization and POST /api/v1/authorization/confirm exactly as here (endpoint 3). ' +
+          'The pages (/pay/{paymentIdentifier}, /wallet, /dashboard, /admin) are HTML and not described.',
       },
       components: {
         securitySchemes: {

@@ -212,6 +212,18 @@ describe('HTTP hygiene', () => {
     assert.ok(create['413'] && create['422'] && !create['415'], Object.keys(create).join());
     const login = openapi.body.paths['/api/v1/authorization'].post.responses;
     assert.ok(login['413'] && login['415'], Object.keys(login).join());
+    // So on every route that reads a body, one that takes none included (a revocation, a decline).
+    const signed = new Set(['/api/public/v1/merchant-payments', '/api/public/v1/merchant-payments/status']);
+    for (const [path, operations] of Object.entries(openapi.body.paths as Record<string, Record<string, { responses: object }>>)) {
+      if (path.startsWith('/api/messages')) continue; // its own shapes: 400 for any bad body
+      for (const [method, operation] of Object.entries(operations)) {
+        if (!['post', 'put', 'patch', 'delete'].includes(method)) continue;
+        const listed = Object.keys(operation.responses);
+        const expected = signed.has(path) ? ['413', '422'] : ['413', '415', '422'];
+        for (const status of expected)
+          assert.ok(listed.includes(status), `${method.toUpperCase()} ${path} lists ${status}: ${listed.join()}`);
+      }
+    }
     // The messaging API's answers are described, though they are sent without response schemas.
     const messaging = openapi.body.paths['/api/messages'].post.responses;
     assert.deepEqual(Object.keys(messaging).sort(), ['200', '201', '400', '401', '429', '500']);
