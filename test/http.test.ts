@@ -185,6 +185,20 @@ describe('HTTP hygiene', () => {
     assert.equal(reply.body.error.code, 'unsupported_media_type');
   });
 
+  test('JSON in a charset other than UTF-8 answers 415; charset=utf-8 (any case, quoted or not) is fine', async () => {
+    const body = JSON.stringify({ login: 'nobody@duka.example', password: 'wrong password' });
+    const latin1 = await call(lipa.url, 'POST', '/api/v1/authorization', {
+      raw: body,
+      headers: { 'content-type': 'application/json; charset=latin1' },
+    });
+    assert.equal(latin1.status, 415, latin1.text);
+    assert.equal(latin1.body.error.code, 'unsupported_media_type');
+    for (const type of ['application/json; charset=utf-8', 'application/json; charset=UTF-8', 'application/json;charset="utf-8"']) {
+      const reply = await call(lipa.url, 'POST', '/api/v1/authorization', { raw: body, headers: { 'content-type': type } });
+      assert.equal(reply.status, 401, `${type}: ${reply.text}`);
+    }
+  });
+
   test('wrong JSON types answer 422 with the field named', async () => {
     const reply = await call(lipa.url, 'POST', '/api/v1/authorization', { body: { login: 42, password: 'x' } });
     assert.equal(reply.status, 422);

@@ -68,6 +68,8 @@ describe('operator API (CONTRACT §2)', () => {
       ['password', { password: 12345678 }],
       ['name', { name: undefined }],
       ['name', { name: '' }],
+      ['name', { name: '   ' }],
+      ['name', { name: 'Duka\nLtd' }],
       ['login', { login: undefined }],
       ['password', { password: undefined }],
     ];
@@ -176,6 +178,7 @@ describe('operator API (CONTRACT §2)', () => {
       ['balance', { balance: 10.123 }],
       ['balance', { balance: '100' }],
       ['name', { name: '' }],
+      ['name', { name: ' \t ' }],
     ];
     for (const [field, override] of cases) {
       const body = payerBody(override);

@@ -79,11 +79,14 @@ export function hasControlCharacters(value: string, kind: 'line' | 'text'): bool
  * Refuses (422) control characters in a text field: none in a name or a reference, which is
  * one line shown on pages, in prompts and in callbacks; only tab and line breaks in free text.
  */
-export function assertText(field: string, value: string | undefined, kind: 'line' | 'text'): void {
-  if (value !== undefined && hasControlCharacters(value, kind))
+export function assertText(field: string, value: string | undefined, kind: 'line' | 'text' | 'name'): void {
+  if (value === undefined) return;
+  // A name is a line that says something: not only spaces.
+  if (kind === 'name' && value.trim() === '') throw validationError(field, 'must not be blank');
+  if (hasControlCharacters(value, kind === 'name' ? 'line' : kind))
     throw validationError(
       field,
-      kind === 'line' ? 'must not contain control characters' : 'must not contain control characters other than tab and line breaks',
+      kind === 'text' ? 'must not contain control characters other than tab and line breaks' : 'must not contain control characters',
     );
 }
 

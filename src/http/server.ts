@@ -29,6 +29,8 @@ const BODY_LIMIT = 64 * 1024;
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 const pathOf = (url: string) => url.split('?')[0] ?? '/';
+const CHARSET = /;\s*charset=([^;\s]*)/i;
+
 /** How many Host headers a request has (Node keeps only the first in `headers`). */
 function hostCount(rawHeaders: string[]): number {
   let count = 0;
@@ -136,6 +138,13 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
     request.rawBody = body;
     if (body.length === 0) return done(null, undefined);
     try {
+      // JSON is UTF-8 (RFC 8259 §8.1): a body said to be in another charset is not read as if it were.
+      const charset = CHARSET.exec(request.headers['content-type'] ?? '')?.[1];
+      if (charset !== undefined && !/^"?utf-8"?$/i.test(charset)) {
+        throw request.routeOptions.config.signed
+          ? new AppError('invalid_json', `The body must be JSON in UTF-8, not ${charset}.`)
+          : new AppError('unsupported_media_type', `Send the body as application/json in UTF-8, not ${charset}.`);
+      }
       done(null, parseStrictJson(body));
     } catch (error) {
       const invalid = error as AppError;

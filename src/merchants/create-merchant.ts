@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/database.js';
-import { AppError } from '../http/errors.js';
+import { AppError, assertText } from '../http/errors.js';
 import { openAccount } from '../ledger/ledger.js';
 import { hashPassword } from '../security/passwords.js';
 
@@ -13,6 +13,7 @@ export interface NewMerchant {
 
 /** Registers a merchant account with its ledger account (operator API and CLI). */
 export async function createMerchant(ctx: AppContext, input: NewMerchant) {
+  assertText('name', input.name, 'name');
   const login = input.login.trim().toLowerCase();
   const passwordHash = await hashPassword(input.password);
   const id = randomUUID();

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { AppContext } from '../context.js';
 import type { Tx } from '../db/database.js';
 import { isUniqueViolation, lockPhone } from '../db/database.js';
-import { AppError } from '../http/errors.js';
+import { AppError, assertText } from '../http/errors.js';
 import { accountId, balanceOf, openAccount, postDeposit } from '../ledger/ledger.js';
 import { fromMinorUnits, toMinorUnits } from '../ledger/money.js';
 import { movePayment } from '../payments/transitions.js';
@@ -44,6 +44,7 @@ export interface NewPayer {
  * a deposit from the cash-in account, all in one transaction.
  */
 export async function createPayer(ctx: AppContext, input: NewPayer) {
+  assertText('name', input.name, 'name');
   const opening = input.balance === undefined || input.balance === 0 ? 0 : toMinorUnits('balance', input.balance, MAX_DEPOSIT);
   const pinHash = await hashPassword(input.pin);
   const id = randomUUID();

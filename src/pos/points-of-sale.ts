@@ -44,7 +44,7 @@ export async function createPointOfSale(ctx: AppContext, merchantId: string, bod
   if (body.merchantId.toLowerCase() !== merchantId) {
     throw new AppError('forbidden', 'merchantId must be your own merchant id.');
   }
-  assertText('posCompanyName', body.posCompanyName, 'line');
+  assertText('posCompanyName', body.posCompanyName, 'name');
   assertText('description', body.description, 'text');
   assertHttpUrl(ctx, 'website', body.website, false);
   assertHttpUrl(ctx, 'resultUrl', body.resultUrl, true);
