@@ -54,7 +54,12 @@ describe('secrets never rest in clear text, nor reach the logs', () => {
   test('no log line contains a secret', () => {
     assert.ok(lipa.logs.length > 10, 'the service logged its requests');
     for (const [name, secret] of Object.entries(secrets)) {
-      assert.ok(!lipa.logs.some((line) => line.includes(secret)), `${name} appears in the logs`);
+      // A PIN or an OTP is a few digits, which a timestamp or a request id may contain by
+      // chance: it counts only standing alone, as it would in a body or a query string.
+      const found = /^[0-9]+$/.test(secret)
+        ? (line: string) => new RegExp(`(?<![0-9a-fA-F-])${secret}(?![0-9a-fA-F-])`).test(line)
+        : (line: string) => line.includes(secret);
+      assert.ok(!lipa.logs.some(found), `${name} appears in the logs`);
     }
   });
 

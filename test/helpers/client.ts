@@ -86,8 +86,11 @@ export async function createPayer(lipa: Lipa, overrides: { phone?: string; pin?:
  * reads the stored message, standing in for the recipient's inbox.
  */
 export async function lastOtpSentTo(lipa: Lipa, to: string): Promise<string> {
-  let content: string | undefined;
-  if (lipa.ctx.config.env === 'production') {
+  const reply = await admin(lipa, 'GET', '/api/v1/admin/outbox?limit=200');
+  let content = (reply.body as Array<{ to: string; purpose: string; content: string }>).find(
+    (m) => m.to === to && m.purpose === 'otp',
+  )?.content;
+  if (content !== undefined && !/[0-9]{6}/.test(content)) {
     const rows = await lipa.ctx.store.db
       .selectFrom('messages')
       .selectAll()
@@ -96,11 +99,6 @@ export async function lastOtpSentTo(lipa: Lipa, to: string): Promise<string> {
       .orderBy('id', 'desc')
       .execute();
     content = rows.find((m) => (m.type === 'email' ? m.email : `${m.phone_country_code}${m.phone_number}`) === to)?.content;
-  } else {
-    const reply = await admin(lipa, 'GET', '/api/v1/admin/outbox?limit=200');
-    content = (reply.body as Array<{ to: string; purpose: string; content: string }>).find(
-      (m) => m.to === to && m.purpose === 'otp',
-    )?.content;
   }
   const otp = content?.match(/\b([0-9]{6})\b/)?.[1];
   if (!otp) throw new Error(`no OTP in the outbox for ${to}`);
