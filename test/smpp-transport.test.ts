@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, type TestContext, test } from 'node:test';
 import { inspect } from 'node:util';
-import { parseDeliveryReceipt, parseSmppUrl, SmppTransport, type SmppTransportOptions } from '../src/messaging/transports/smpp.js';
+import { SmppTransport, type SmppTransportOptions } from '../src/messaging/transports/smpp.js';
+import { parseDeliveryReceipt } from '../src/messaging/transports/smpp-protocol.js';
+import { parseSmppUrl } from '../src/messaging/transports/smpp-url.js';
 import { type DeliveryReceipt, type OutboundSms, PermanentSendError, TransientSendError } from '../src/messaging/transports/transport.js';
 import { type SmppPeer, type SmppPeerOptions, startSmppPeer } from './helpers/smpp-peer.js';
 

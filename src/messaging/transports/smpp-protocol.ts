@@ -1,0 +1,143 @@
+import smpp from 'smpp';
+import { type DeliveryReceipt, PermanentSendError, TransientSendError } from './transport.js';
+
+/**
+ * SMPP 3.4 as the transport speaks it: addressing and data coding values, command statuses
+ * (which are worth retrying), and delivery receipts read from a deliver_sm.
+ */
+
+export const TON_INTERNATIONAL = 1;
+export const NPI_ISDN = 1;
+export const TON_ALPHANUMERIC = 5;
+export const NPI_UNKNOWN = 0;
+export const DATA_CODING_GSM = 0;
+export const DATA_CODING_UCS2 = 8;
+/** esm_class message type bits (2–5) of a deliver_sm. */
+const ESM_TYPE_MASK = 0x3c;
+const ESM_MC_DELIVERY_RECEIPT = 0x04;
+const ESM_INTERMEDIATE_NOTIFICATION = 0x20;
+
+export const STATUS = {
+  ok: 0x00,
+  invalidCommand: 0x03,
+  invalidBindStatus: 0x04,
+  systemError: 0x08,
+  queueFull: 0x14,
+  submitFailed: 0x45,
+  throttled: 0x58,
+  temporaryAppError: 0x64,
+  unknownError: 0xff,
+} as const;
+
+/** command_status values worth retrying; every other rejection is for good. */
+const TRANSIENT_STATUSES = new Set<number>([
+  STATUS.invalidBindStatus,
+  STATUS.systemError,
+  STATUS.queueFull,
+  STATUS.submitFailed,
+  STATUS.throttled,
+  STATUS.temporaryAppError,
+  STATUS.unknownError,
+]);
+
+const STATUS_NAMES = new Map<number, string>(Object.entries(smpp.errors).map(([name, value]) => [value, name]));
+
+const STATUS_TEXT = new Map<number, string>([
+  [0x01, 'message length is invalid'],
+  [0x04, 'not bound'],
+  [0x08, 'system error'],
+  [0x0a, 'invalid source address'],
+  [0x0b, 'invalid destination address'],
+  [0x0d, 'bind failed'],
+  [0x0e, 'invalid password'],
+  [0x0f, 'invalid system_id'],
+  [0x14, 'message queue full'],
+  [0x45, 'submit failed'],
+  [0x48, 'invalid source address TON'],
+  [0x49, 'invalid source address NPI'],
+  [0x50, 'invalid destination address TON'],
+  [0x51, 'invalid destination address NPI'],
+  [0x58, 'throttled'],
+  [0x64, 'temporary application error'],
+  [0xff, 'unknown error'],
+  [0x0104, 'invalid data_coding'],
+]);
+
+/** "ESME_RINVDSTADR (0x0B, invalid destination address)". */
+export function describeStatus(status: number): string {
+  const name = STATUS_NAMES.get(status) ?? 'command_status';
+  const hex = `0x${status.toString(16).toUpperCase().padStart(2, '0')}`;
+  const text = STATUS_TEXT.get(status);
+  return `${name} (${hex}${text ? `, ${text}` : ''})`;
+}
+
+/** The error for a submit_sm answered with a non-zero command_status. */
+export function submitError(status: number): TransientSendError | PermanentSendError {
+  const message = `SMSC rejected submit_sm: ${describeStatus(status)}`;
+  return TRANSIENT_STATUSES.has(status) ? new TransientSendError(message) : new PermanentSendError(message);
+}
+
+/** message_state TLV values → the receipt text's stat names. */
+const MESSAGE_STATES: Record<number, string> = {
+  0: 'SCHEDULED',
+  1: 'ENROUTE',
+  2: 'DELIVRD',
+  3: 'EXPIRED',
+  4: 'DELETED',
+  5: 'UNDELIV',
+  6: 'ACCEPTD',
+  7: 'UNKNOWN',
+  8: 'REJECTD',
+  9: 'SKIPPED',
+};
+/**
+ * Not the message's final fate: reported by some SMSCs before the real receipt. ACCEPTD is
+ * listed too: many SMSCs use it for "taken by the SMSC", and a later receipt settles it.
+ */
+const NON_FINAL_STATS = new Set(['SCHEDULED', 'ENROUTE', 'ACCEPTD']);
+
+export interface ParsedReceipt extends DeliveryReceipt {
+  /** False for intermediate notifications (ENROUTE, ACCEPTD, …), which are not passed on. */
+  final: boolean;
+}
+
+/**
+ * A deliver_sm as a delivery receipt, or null when it is not one (a mobile-originated SMS).
+ * Uses the receipted_message_id and message_state TLVs when present, else the receipt text
+ * `id:… sub:… dlvrd:… submit date:… done date:… stat:DELIVRD err:…`.
+ */
+export function parseDeliveryReceipt(pdu: Record<string, unknown>): ParsedReceipt | null {
+  const esmType = (typeof pdu.esm_class === 'number' ? pdu.esm_class : 0) & ESM_TYPE_MASK;
+  const text = messageText(pdu.message_payload) ?? messageText(pdu.short_message) ?? '';
+  const textId = /(?:^|\s)id:(\S+)/i.exec(text)?.[1];
+  const textStat = /(?:^|\s)stat:(\S+)/i.exec(text)?.[1]?.toUpperCase();
+  const textErr = /(?:^|\s)err:(\S+)/i.exec(text)?.[1];
+  const tlvId = typeof pdu.receipted_message_id === 'string' && pdu.receipted_message_id !== '' ? pdu.receipted_message_id : undefined;
+  const tlvState = typeof pdu.message_state === 'number' ? pdu.message_state : undefined;
+
+  const looksLikeReceipt =
+    esmType === ESM_MC_DELIVERY_RECEIPT ||
+    esmType === ESM_INTERMEDIATE_NOTIFICATION ||
+    tlvId !== undefined ||
+    (textId !== undefined && textStat !== undefined);
+  if (!looksLikeReceipt) return null;
+  const providerId = tlvId ?? textId;
+  if (providerId === undefined) return null;
+
+  const stat = textStat ?? (tlvState !== undefined ? (MESSAGE_STATES[tlvState] ?? `STATE${tlvState}`) : 'UNKNOWN');
+  const delivered = tlvState !== undefined ? tlvState === 2 : stat === 'DELIVRD';
+  return {
+    providerId,
+    delivered,
+    detail: textErr !== undefined ? `${stat} err:${textErr}` : stat,
+    final: esmType !== ESM_INTERMEDIATE_NOTIFICATION && !NON_FINAL_STATS.has(stat),
+  };
+}
+
+/** A received short_message / message_payload (decoded by the package as `{ udh?, message }`) as text. */
+function messageText(field: unknown): string | undefined {
+  const value = field !== null && typeof field === 'object' && 'message' in field ? (field as { message: unknown }).message : field;
+  if (typeof value === 'string') return value === '' ? undefined : value;
+  if (Buffer.isBuffer(value)) return value.length === 0 ? undefined : value.toString('latin1');
+  return undefined;
+}
