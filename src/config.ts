@@ -20,6 +20,8 @@ export interface Config {
   paymentTtlSeconds: number;
   callbackAllowPrivate: boolean;
   callbackRetryBaseSeconds: number;
+  /** How long a merchant's message is retried through transient failures before it is `failed`. */
+  messageRetryWindowSeconds: number;
   callbackAllowInsecureTls: boolean;
   /** CALLBACK_DNS_SERVERS: resolvers for callback targets (`ip`, `ip:port`, `[ipv6]:port`); empty = the system resolver. */
   callbackDnsServers: string[];
@@ -88,6 +90,7 @@ export function loadConfig(env: Env = process.env): Config {
     paymentTtlSeconds: int(env, 'PAYMENT_TTL_SECONDS', 120, 1),
     callbackAllowPrivate: bool(env, 'CALLBACK_ALLOW_PRIVATE', !production),
     callbackRetryBaseSeconds: int(env, 'CALLBACK_RETRY_BASE_SECONDS', 30, 1),
+    messageRetryWindowSeconds: int(env, 'MESSAGE_RETRY_WINDOW_SECONDS', 86_400, 1),
     callbackAllowInsecureTls: bool(env, 'CALLBACK_ALLOW_INSECURE_TLS', !production),
     callbackDnsServers: dnsServers(env.CALLBACK_DNS_SERVERS),
     rateLimitLoginFailures: int(env, 'RATE_LIMIT_LOGIN_FAILURES', 10, 1),

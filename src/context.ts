@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
+import { OTP_TTL_SECONDS } from './auth/login.js';
 import type { Config } from './config.js';
 import type { Db } from './db/database.js';
 import { Messenger, type Transports } from './messaging/messenger.js';
@@ -25,7 +26,15 @@ export function createContext(parts: {
   now?: () => number;
 }): AppContext {
   const now = parts.now ?? Date.now;
-  const messenger = new Messenger(parts.store, parts.log, parts.transports ?? { email: null, sms: null }, now);
+  const { config } = parts;
+  const windows: Record<string, number> = { otp: OTP_TTL_SECONDS * 1000, payment_prompt: config.paymentTtlSeconds * 1000 };
+  const messenger = new Messenger(
+    parts.store,
+    parts.log,
+    parts.transports ?? { email: null, sms: null },
+    now,
+    (purpose) => windows[purpose] ?? config.messageRetryWindowSeconds * 1000,
+  );
   return {
     config: parts.config,
     store: parts.store,

@@ -615,6 +615,7 @@ describe('messaging over SMTP', () => {
     const id = reply.body.id;
     const data = await waitForStatus(lipa, key, id, ['failed', 'sent', 'delivered']);
     assert.equal(data.status, 'failed');
+    assert.match(data.error ?? '', /550/, 'the lookup says why');
     const row = await messageRow(lipa, id);
     assert.match(row.last_error ?? '', /550/);
     assert.equal(row.attempts, 1, 'a permanent refusal is not retried');
@@ -840,5 +841,32 @@ describe('messaging while the SMTP server is unreachable', () => {
     const done = await messageRow(lipa, id);
     assert.ok(done.attempts >= 3, `attempts ${done.attempts}`);
     assert.equal(done.last_error, null);
+  });
+});
+
+describe('messaging when the SMTP server stays unreachable for the whole retry window', () => {
+  let lipa: Lipa;
+  before(async () => {
+    const port = await freePort();
+    lipa = await startLipa({ SMTP_URL: `smtp://127.0.0.1:${port}`, MESSAGE_RETRY_WINDOW_SECONDS: '5' });
+  });
+  after(() => lipa.close());
+
+  test('it is retried until the window ends, then failed with a reason that names no internal host', async () => {
+    const session = await merchantSession(lipa);
+    const key = (await messagingKey(lipa, session.token)).apiKey;
+    await lipa.ctx.store.db.deleteFrom('messages').where('purpose', '=', 'otp').execute();
+    const reply = await send(lipa, key, email({ email: 'never@example.com' }));
+    assert.equal(reply.status, 200, reply.text);
+    const id = reply.body.id;
+    assert.equal((await lookup(lipa, key, id)).body.data.status, 'queued');
+    const data = await waitForStatus(lipa, key, id, ['failed', 'sent'], 20_000);
+    assert.equal(data.status, 'failed');
+    const row = await messageRow(lipa, id);
+    assert.ok(row.attempts >= 2, `retried: ${row.attempts} tries`);
+    assert.ok(Date.now() - Date.parse(data.created_at) >= 4_000, 'not failed before its window (about 5 s) ended');
+    assert.match(row.last_error ?? '', /gave up after \d+ tries in 5 s; the last: /, 'the operator keeps the detail');
+    assert.match(data.error ?? '', /^Not sent: the mail server could not be reached/);
+    assert.ok(!(data.error ?? '').includes('127.0.0.1'), data.error);
   });
 });

@@ -22,7 +22,21 @@ export interface Transports {
   sms: SmsTransport | null;
 }
 
-export const MAX_SEND_ATTEMPTS = 8;
+const GAVE_UP = 'gave up';
+
+/**
+ * Why a message failed, as its sender may read it: the refusal or the receipt; for one given
+ * up on, not the transport's last error (it may name internal hosts), only that it was.
+ */
+export function failureReason(message: Pick<MessageTable, 'status' | 'type' | 'last_error'>): string | null {
+  if (message.status !== 'failed' || message.last_error === null) return null;
+  if (!message.last_error.startsWith(GAVE_UP)) return message.last_error;
+  const server = message.type === 'sms' ? 'the SMS centre' : 'the mail server';
+  return `Not sent: ${server} could not be reached or would not take it for as long as the message was worth sending.`;
+}
+
+/** The longest wait between two tries of a message. */
+const MAX_RETRY_DELAY_MS = 10 * 60_000;
 /** A message being sent is leased; if the sender dies, the lease ends and it is tried again. */
 const LEASE_MS = 30_000;
 const MAX_IN_FLIGHT = 512;
@@ -50,6 +64,8 @@ export class Messenger implements Notifier {
     private readonly log: FastifyBaseLogger,
     readonly transports: Transports,
     private readonly now: () => number = Date.now,
+    /** How long after it was stored a message is still worth trying (a login code, a prompt: as long as they are valid). */
+    private readonly retryWindowMs: (purpose: string) => number = () => 86_400_000,
   ) {
     // The receipt is acknowledged to the SMSC only once it is recorded.
     transports.sms?.onReceipt((receipt) => this.applyReceipt(receipt));
@@ -170,21 +186,28 @@ export class Messenger implements Notifier {
     const attempts = message.attempts + 1;
     let status: MessageStatus;
     let next = now;
+    let lastError = error?.message ?? null;
     if (result) {
       status = result.status;
-    } else if (error instanceof PermanentSendError || attempts >= MAX_SEND_ATTEMPTS) {
+    } else if (error instanceof PermanentSendError) {
       status = 'failed';
     } else {
-      status = 'queued';
-      next = now + backoffMs(2000, attempts, 10 * 60_000);
       if (!(error instanceof TransientSendError)) this.log.error({ err: error, messageId: message.id }, 'message send failed unexpectedly');
+      // A transient failure (the server down, busy or throttling) is retried for as long as the
+      // message is worth sending, however many tries that takes: an outage loses nothing.
+      // The last try is at the window's end.
+      const window = this.retryWindowMs(message.purpose);
+      const deadline = message.created_at + window;
+      next = Math.min(now + backoffMs(2000, attempts, MAX_RETRY_DELAY_MS), deadline);
+      status = now < deadline ? 'queued' : 'failed';
+      if (status === 'failed') lastError = `${GAVE_UP} after ${attempts} tries in ${Math.round(window / 1000)} s; the last: ${lastError}`;
     }
     const content = this.redactedAfterSend(message, status);
     await this.store.write((tx) =>
       hotQuery(
         tx,
         'messages.record-attempt',
-        [status, result?.providerId ?? null, attempts, next, 0, error?.message ?? null, content, now, message.id, message.locked_until],
+        [status, result?.providerId ?? null, attempts, next, 0, lastError, content, now, message.id, message.locked_until],
         () =>
           tx
             .updateTable('messages')
@@ -194,7 +217,7 @@ export class Messenger implements Notifier {
               attempts,
               next_attempt_at: next,
               locked_until: 0,
-              last_error: error?.message ?? null,
+              last_error: lastError,
               content,
               updated_at: now,
             })

@@ -1,6 +1,7 @@
 import type { FastifyReply } from 'fastify';
 import { type TSchema, Type } from 'typebox';
 import type { MessageTable } from '../db/schema.js';
+import { failureReason } from './messenger.js';
 
 /**
  * Every answer of the messaging API, in the interface's own shapes (seed, endpoints 7 and 8;
@@ -72,7 +73,15 @@ export function maskNumber(number: string): string {
 
 /** A stored message as GET /api/messages/{id} shows it. */
 export function toStoredMessage(m: MessageTable) {
-  const common = { id: m.id, status: m.status, type: m.type, content: m.content, created_at: new Date(m.created_at).toISOString() };
+  const reason = failureReason(m);
+  const common = {
+    id: m.id,
+    status: m.status,
+    type: m.type,
+    content: m.content,
+    created_at: new Date(m.created_at).toISOString(),
+    ...(reason === null ? {} : { error: reason }),
+  };
   if (m.type === 'sms') {
     return {
       ...common,
@@ -120,6 +129,7 @@ export const messagingResponseDocs: Record<'send' | 'lookup', Record<number, TSc
           type: Type.String({ description: 'email or sms' }),
           content: Type.String(),
           created_at: Type.String(),
+          error: Type.Optional(Type.String({ description: 'Only when failed: the refusal, the receipt, or that it was given up on' })),
           segments: Type.Optional(Type.Integer({ description: 'SMS only' })),
           phone: Type.Optional(Phone),
           email: Type.Optional(Type.String()),
