@@ -27,7 +27,8 @@ export function createContext(parts: {
 }): AppContext {
   const now = parts.now ?? Date.now;
   const { config } = parts;
-  const windows: Record<string, number> = { otp: OTP_TTL_SECONDS * 1000, payment_prompt: config.paymentTtlSeconds * 1000 };
+  // A login code or a payment prompt is worth sending while there is time left to use it.
+  const windows: Record<string, number> = { otp: OTP_TTL_SECONDS * 800, payment_prompt: config.paymentTtlSeconds * 800 };
   const messenger = new Messenger(
     parts.store,
     parts.log,

@@ -28,6 +28,14 @@ async function main(): Promise<void> {
   });
   const { store, ctx, app, mock, background } = started;
   log.info({ env: config.env, database: store.dialect, mock: mock !== null }, 'lipa started');
+  if (config.env === 'production' && (config.smtpUrl === null || config.smppUrl === null)) {
+    // The embedded outbox hides login codes from operators in production: without a real
+    // transport, a merchant (email) or a payer (SMS) cannot receive one.
+    log.warn(
+      { smtp: config.smtpUrl !== null, smpp: config.smppUrl !== null },
+      'production without SMTP_URL or SMPP_URL: login codes of that channel reach no one',
+    );
+  }
   if (config.adminTokenGenerated) {
     // Staging convenience (CONTRACT §1): the generated operator token, outside the JSON log.
     process.stderr.write(`lipa: ADMIN_TOKEN for this run: ${config.adminToken}\n`);

@@ -153,8 +153,15 @@ describe('HTTP hygiene', () => {
     const query = await call(lipa.url, 'GET', '/api/v1/callbacks?paymentIdentifier=pay%00x', { headers: bearer });
     assert.equal(query.status, 422, query.text);
     assert.equal(query.body.error.details[0].field, 'paymentIdentifier');
-    // Authentication still comes first.
+    // Authentication still comes first; on a signed endpoint, the signature.
     assert.equal((await call(lipa.url, 'DELETE', '/api/v1/api-keys/key%00x')).status, 401);
+    const signed = await call(lipa.url, 'POST', '/api/public/v1/merchant-payments?x=%00', { body: {} });
+    assert.equal(signed.status, 403, signed.text);
+    assert.equal(signed.body.error.code, 'signature_missing_header');
+    // An unknown path is an unknown endpoint, whatever it holds.
+    const unknown = await call(lipa.url, 'GET', '/api/v1/nothing%00here', { headers: bearer });
+    assert.equal(unknown.status, 404, unknown.text);
+    assert.match(unknown.body.error.message, /^No endpoint/);
     assert.equal((await call(lipa.url, 'GET', '/api/messages/msg%00x', { headers: { api_key: 'nope' } })).status, 401);
   });
 
@@ -193,7 +200,13 @@ describe('HTTP hygiene', () => {
     });
     assert.equal(latin1.status, 415, latin1.text);
     assert.equal(latin1.body.error.code, 'unsupported_media_type');
-    for (const type of ['application/json; charset=utf-8', 'application/json; charset=UTF-8', 'application/json;charset="utf-8"']) {
+    for (const type of [
+      'application/json; charset=utf-8',
+      'application/json; charset=UTF-8',
+      'application/json;charset="utf-8"',
+      'application/json; charset=utf8',
+      'application/json; charset=us-ascii',
+    ]) {
       const reply = await call(lipa.url, 'POST', '/api/v1/authorization', { raw: body, headers: { 'content-type': type } });
       assert.equal(reply.status, 401, `${type}: ${reply.text}`);
     }

@@ -472,6 +472,11 @@ describe('operator CLI', () => {
       cli(['payer', 'deposit', '--phone', payer.phone, '--amount', '0x10']),
       refused(/--amount must be a decimal number/),
     );
+    // The digits as typed reach the API, which refuses more than a double keeps (not rounded to 1).
+    await assert.rejects(
+      cli(['payer', 'deposit', '--phone', payer.phone, '--amount', '1.0000000000000001']),
+      refused(/more than 15 significant digits/),
+    );
     const { stdout } = await cli(['payer', 'deposit', '--phone', payer.phone, '--amount', '16.25']);
     assert.deepEqual(JSON.parse(stdout), { phone: payer.phone, balance: 16.25 });
   });

@@ -29,6 +29,18 @@ const OPTIONS = {
   amount: { type: 'string' },
 } as const;
 
+/** A number given on the command line, kept as its digits. */
+class RawNumber {
+  constructor(readonly digits: string) {}
+}
+
+/** JSON text of a body whose RawNumbers are written as typed. */
+function jsonWithRawNumbers(body: unknown): string {
+  const raw: string[] = [];
+  const text = JSON.stringify(body, (_key, value: unknown) => (value instanceof RawNumber ? `\u0000${raw.push(value.digits) - 1}` : value));
+  return text.replace(/"\\u0000([0-9]+)"/g, (_match, index: string) => raw[Number(index)] ?? 'null');
+}
+
 /** A refusal of the command line itself: printed as one line, exit 1. */
 class UsageError extends Error {}
 
@@ -52,12 +64,15 @@ async function run(argv: string[]): Promise<unknown> {
     if (typeof value !== 'string' || value === '') throw new UsageError(`--${name} is required`);
     return value;
   };
-  /** A decimal number as written (not 0x10, 1e3 or Infinity), which the API then checks. */
-  const decimal = (name: 'balance' | 'amount'): number => {
+  /**
+   * A decimal number as written (not 0x10, 1e3 or Infinity), passed on as those very digits
+   * in the JSON text, so that the API checks it as typed (too many digits are refused there).
+   */
+  const decimal = (name: 'balance' | 'amount'): RawNumber => {
     const value = text(name);
     if (!/^-?[0-9]+(\.[0-9]+)?$/.test(value))
       throw new UsageError(`--${name} must be a decimal number such as 150 or 99.50 (got "${value}")`);
-    return Number(value);
+    return new RawNumber(value);
   };
   let request: { method: 'GET' | 'POST'; url: string; body?: unknown } | null;
   switch (command) {
@@ -106,8 +121,8 @@ async function run(argv: string[]): Promise<unknown> {
       const reply = await app.inject({
         method: request.method,
         url: request.url,
-        headers: { authorization: `Bearer ${config.adminToken}` },
-        ...(request.body === undefined ? {} : { payload: request.body as Record<string, unknown> }),
+        headers: { authorization: `Bearer ${config.adminToken}`, 'content-type': 'application/json' },
+        ...(request.body === undefined ? {} : { payload: jsonWithRawNumbers(request.body) }),
       });
       const answer = reply.json() as { error?: { message: string } };
       if (reply.statusCode >= 400) throw new UsageError(answer.error?.message ?? `the service answered ${reply.statusCode}`);

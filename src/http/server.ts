@@ -30,6 +30,8 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 const pathOf = (url: string) => url.split('?')[0] ?? '/';
 const CHARSET = /;\s*charset=([^;\s]*)/i;
+/** Names of UTF-8 (WHATWG Encoding), and ASCII, which is a part of it. */
+const UTF8_NAMES = new Set(['utf-8', 'utf8', 'unicode-1-1-utf-8', 'us-ascii', 'ascii']);
 
 /** How many Host headers a request has (Node keeps only the first in `headers`). */
 function hostCount(rawHeaders: string[]): number {
@@ -140,7 +142,7 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
     try {
       // JSON is UTF-8 (RFC 8259 §8.1): a body said to be in another charset is not read as if it were.
       const charset = CHARSET.exec(request.headers['content-type'] ?? '')?.[1];
-      if (charset !== undefined && !/^"?utf-8"?$/i.test(charset)) {
+      if (charset !== undefined && !UTF8_NAMES.has(charset.replace(/^"(.*)"$/, '$1').toLowerCase())) {
         throw request.routeOptions.config.signed
           ? new AppError('invalid_json', `The body must be JSON in UTF-8, not ${charset}.`)
           : new AppError('unsupported_media_type', `Send the body as application/json in UTF-8, not ${charset}.`);
@@ -185,6 +187,9 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
   // before any query is made. After authentication: a stranger still gets 401 first.
   app.addHook('preValidation', (request, reply, done) => {
     if (!request.url.includes('%00') || !request.url.startsWith('/api/')) return done();
+    // Not on a signed endpoint (its signature is checked first, and it reads no ids from the
+    // URL) nor on an unknown path (its 404 says so).
+    if (request.routeOptions.config.signed || request.is404) return done();
     const params = Object.values((request.params ?? {}) as Record<string, unknown>);
     if (params.some((value) => typeof value === 'string' && value.includes('\0'))) {
       if (isMessagingPath(pathOf(request.url))) return void messagingReply.notFound(reply);

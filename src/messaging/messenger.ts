@@ -25,14 +25,23 @@ export interface Transports {
 const GAVE_UP = 'gave up';
 
 /**
- * Why a message failed, as its sender may read it: the refusal or the receipt; for one given
- * up on, not the transport's last error (it may name internal hosts), only that it was.
+ * Why a message failed, as its sender may read it. Transports' errors name internal hosts and
+ * relays, so only what is known to be about the message itself is passed on: the SMSC's
+ * refusal status, the receipt's state, the mail server's reply code. The full text stays in
+ * last_error for operators.
  */
 export function failureReason(message: Pick<MessageTable, 'status' | 'type' | 'last_error'>): string | null {
   if (message.status !== 'failed' || message.last_error === null) return null;
-  if (!message.last_error.startsWith(GAVE_UP)) return message.last_error;
+  const error = message.last_error;
   const server = message.type === 'sms' ? 'the SMS centre' : 'the mail server';
-  return `Not sent: ${server} could not be reached or would not take it for as long as the message was worth sending.`;
+  if (error.startsWith(GAVE_UP))
+    return `Not sent: ${server} could not be reached or would not take it for as long as the message was worth sending.`;
+  if (error.startsWith('SMSC rejected submit_sm: ')) return `Refused by ${server}: ${error.slice('SMSC rejected submit_sm: '.length)}.`;
+  if (/^[A-Z]{5,8}( err:\S+)?$/.test(error)) return `The ${server.slice(4)} reported it not delivered: ${error}.`;
+  // The server's own reply comes last: its code, and its enhanced status code when it gave one.
+  const smtp = [...error.matchAll(/\b([45][0-9]{2})[ -](?:([45]\.[0-9]{1,3}\.[0-9]{1,3})\b)?/g)].at(-1);
+  if (message.type === 'email' && smtp) return `Refused by the mail server: ${smtp[1]}${smtp[2] ? ` ${smtp[2]}` : ''}.`;
+  return `Refused by ${server}.`;
 }
 
 /** The longest wait between two tries of a message. */
