@@ -116,6 +116,8 @@ describe('HTTP hygiene', () => {
       ['{"login":"a@b.c\\udc00","password":"x"}', 'has a lone surrogate'],
       ['{"login":"a@b.c\\u0000","password":"x"}', 'has a NUL character'],
       ['{"login":"a@b.c","password":"x","n":12345678901234567}', 'more than 15 significant digits'],
+      ['{"login":"a@b.c","password":"x","n":1e400}', 'out of the range'],
+      ['{"login":"a@b.c","password":"x","n":-1E-400}', 'out of the range'],
     ];
     for (const [raw, why] of cases) {
       const reply = await call(lipa.url, 'POST', '/api/v1/authorization', { raw });

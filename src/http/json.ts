@@ -31,7 +31,8 @@ export class AmbiguousJsonError extends AppError {
  * a signature, a log or an auditor may read the first), no lone surrogate (`"\ud800"`:
  * it cannot be stored or sent as UTF-8, and would come back as U+FFFD), no NUL character
  * (`"\u0000"`: PostgreSQL cannot store it, and no text field means it), and no number with
- * more than 15 significant digits (`0.10000000000000001` would silently become 0.1).
+ * more than 15 significant digits (`0.10000000000000001` would silently become 0.1), nor one
+ * out of a double's range (`1e400`, `1e-400`).
  * Throws AppError `invalid_json`.
  */
 export function parseStrictJson(body: Uint8Array): unknown {
@@ -90,10 +91,21 @@ function ambiguity(text: string): string | null {
       expectName = frames[frames.length - 1] !== null;
     } else if (c === 0x2d || (c >= 0x30 && c <= 0x39)) {
       const start = i;
-      while (i + 1 < text.length && isNumberChar(text.charCodeAt(i + 1))) i++;
+      let exponent = false;
+      while (i + 1 < text.length && isNumberChar(text.charCodeAt(i + 1))) {
+        i++;
+        if ((text.charCodeAt(i) | 0x20) === 0x65) exponent = true;
+      }
       // A shorter token cannot have too many digits: most numbers are not sliced out.
       if (i + 1 - start > EXACT_DIGITS && significantDigits(text.slice(start, i + 1)) > EXACT_DIGITS)
         return `the number ${text.slice(start, i + 1)} has more than ${EXACT_DIGITS} significant digits, more than can be read exactly`;
+      // Only an exponent takes a number out of a double's range (1e400 would be Infinity, 1e-400 zero).
+      if (exponent) {
+        const token = text.slice(start, i + 1);
+        const value = Number(token);
+        if (!Number.isFinite(value) || (value === 0 && significantDigits(token) > 0))
+          return `the number ${token} is out of the range a number can have here`;
+      }
     }
   }
   return null;
