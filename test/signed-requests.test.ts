@@ -141,6 +141,22 @@ describe('signed requests: every check of CONTRACT §5, each its own 403', () =>
     }
   }
 
+  test('digests in upper-case hex are accepted too (some encoders write them so); a digest with a digit changed is not', async () => {
+    const body = createBody();
+    const headers = signedHeaders(lipa.url, key, { path: CREATE, body });
+    const upper = {
+      ...headers,
+      'x-service-hash': (headers['x-service-hash'] ?? '').toUpperCase(),
+      'x-service-signature': (headers['x-service-signature'] ?? '').toUpperCase(),
+    };
+    assert.notEqual(upper['x-service-signature'], headers['x-service-signature'], 'the digest has letters to change');
+    assertOk(await post(lipa.url, CREATE, upper, body), 201);
+    const other = createBody();
+    const changed = signedHeaders(lipa.url, key, { path: CREATE, body: other });
+    changed['x-service-signature'] = flip(changed['x-service-signature'] ?? '').toUpperCase();
+    assertRefused(await post(lipa.url, CREATE, changed, other), 'signature_mismatch');
+  });
+
   test('an empty header counts as missing', async () => {
     for (const name of HEADERS) {
       const { reply } = await send(lipa, key, { path: STATUS, body: statusBody(), set: { [name]: '' } });
