@@ -61,12 +61,10 @@ describe('HTTP hygiene', () => {
     assert.equal(((await response.json()) as { error: { code: string } }).error.code, 'invalid_json');
   });
 
-  test('a request the HTTP parser refuses still gets the error body and an X-Request-Id', async () => {
-    const { port } = new URL(lipa.url);
-    const answer = await new Promise<string>((resolve, reject) => {
-      const socket = connect(Number(port), '127.0.0.1', () => {
-        socket.write('POST /api/v1/authorization HTTP/1.1\r\nHost: x\r\nX-Service-Nonce: abc\x7fdef\r\n\r\n');
-      });
+  /** Sends raw bytes over a socket; resolves with all the server wrote before it closed. */
+  const sendRaw = (bytes: string) =>
+    new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(new URL(lipa.url).port), '127.0.0.1', () => socket.write(bytes));
       let text = '';
       socket.on('data', (chunk) => {
         text += chunk.toString();
@@ -74,38 +72,24 @@ describe('HTTP hygiene', () => {
       socket.on('close', () => resolve(text));
       socket.on('error', reject);
     });
+
+  /** A 400 malformed_request in the one error body, its requestId the X-Request-Id header. */
+  const assertMalformed = (answer: string, message: string) => {
     const [head = '', body = ''] = answer.split('\r\n\r\n');
-    assert.match(head, /^HTTP\/1\.1 400 Bad Request\r\n/);
+    assert.match(head, /^HTTP\/1\.1 400 Bad Request\r\n/, answer);
     const requestId = /\r\nX-Request-Id: ([0-9a-f-]{36})\r\n/i.exec(head)?.[1];
     assert.ok(requestId, head);
-    assert.deepEqual(JSON.parse(body), {
-      error: { code: 'malformed_request', message: 'The request is not valid HTTP/1.1.' },
-      requestId,
-    });
+    assert.deepEqual(JSON.parse(body), { error: { code: 'malformed_request', message }, requestId });
+  };
+
+  test('a request the HTTP parser refuses still gets the error body and an X-Request-Id', async () => {
+    const answer = await sendRaw('POST /api/v1/authorization HTTP/1.1\r\nHost: x\r\nX-Service-Nonce: abc\x7fdef\r\n\r\n');
+    assertMalformed(answer, 'The request is not valid HTTP/1.1.');
   });
 
   test('an HTTP/1.1 request without a Host header, or with two, is 400 malformed_request in the error body', async () => {
-    const { port } = new URL(lipa.url);
-    const send = (head: string) =>
-      new Promise<string>((resolve, reject) => {
-        const socket = connect(Number(port), '127.0.0.1', () => socket.write(head));
-        let text = '';
-        socket.on('data', (chunk) => {
-          text += chunk.toString();
-        });
-        socket.on('close', () => resolve(text));
-        socket.on('error', reject);
-      });
     for (const head of ['GET /health HTTP/1.1\r\n\r\n', 'GET /health HTTP/1.1\r\nHost: a.example\r\nHost: b.example\r\n\r\n']) {
-      const answer = await send(head);
-      const [status = '', body = ''] = answer.split('\r\n\r\n');
-      assert.match(status, /^HTTP\/1\.1 400 /, answer);
-      const requestId = /\r\nx-request-id: ([0-9a-f-]{36})\r\n/i.exec(status)?.[1];
-      assert.ok(requestId, status);
-      assert.deepEqual(JSON.parse(body), {
-        error: { code: 'malformed_request', message: 'The request must have exactly one Host header.' },
-        requestId,
-      });
+      assertMalformed(await sendRaw(head), 'The request must have exactly one Host header.');
     }
   });
 
