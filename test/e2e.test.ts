@@ -226,7 +226,8 @@ describe('pages end to end in Chromium', () => {
     await capture(payerPage, 'wallet');
 
     await card.getByLabel('Wallet PIN to approve').fill(payer.pin);
-    await card.getByRole('button', { name: 'Approve', exact: true }).click();
+    // Each card's buttons name the request they answer.
+    await card.getByRole('button', { name: `Approve ${money(1500.5)} to Duka Bora Ltd, order ${payment.orderId}`, exact: true }).click();
     await until('the outcome', async () =>
       ((await payerPage.locator('#outcome').textContent()) ?? '').includes(`Paid ${money(1500.5)} to Duka Bora Ltd`),
     );
@@ -262,7 +263,15 @@ describe('pages end to end in Chromium', () => {
 
     const card = requestCard(payerPage, payment.orderId);
     await card.waitFor({ state: 'visible', timeout: 6000 });
-    await card.getByRole('button', { name: 'Decline', exact: true }).click();
+    // Declining cannot be undone: the page asks first.
+    const asked = new Promise<string>((resolve) =>
+      payerPage.once('dialog', (dialog) => {
+        resolve(dialog.message());
+        void dialog.accept();
+      }),
+    );
+    await card.getByRole('button', { name: `Decline ${money(120)} to Duka Bora Ltd, order ${payment.orderId}`, exact: true }).click();
+    assert.match(await asked, /cannot be undone/);
     await until('the outcome', async () =>
       ((await payerPage.locator('#outcome').textContent()) ?? '').includes(`You declined ${money(120)} to Duka Bora Ltd`),
     );
@@ -446,7 +455,8 @@ describe('pages end to end in Chromium', () => {
     assert.ok(((await card.textContent()) ?? '').includes(XSS_DESCRIPTION));
     await assertInert(payerPage, '/wallet');
     // Answer it, so the history (also rendered from the API) shows the same text.
-    await card.getByRole('button', { name: 'Decline', exact: true }).click();
+    payerPage.once('dialog', (dialog) => void dialog.accept());
+    await card.getByRole('button', { name: /^Decline / }).click();
     await until('the history row', async () => ((await payerPage.locator('#history').textContent()) ?? '').includes(XSS_DESCRIPTION));
     assert.ok(((await payerPage.locator('#history').textContent()) ?? '').includes(XSS_COMPANY));
     await assertInert(payerPage, '/wallet history');
@@ -471,6 +481,45 @@ describe('pages end to end in Chromium', () => {
     assert.deepEqual(csp, [], 'no CSP violations');
     assert.deepEqual(pageErrors, [], 'no uncaught errors in the pages');
     await Promise.all([pay.close(), dash.close()]);
+  });
+
+  test('sign-in: a double click sends one code; a new code can be sent, and the old one then fails; Start again goes back', async () => {
+    const page = await payerContext.newPage();
+    const otps = async () =>
+      ((await admin(lipa, 'GET', '/api/v1/admin/outbox?limit=200')).body as Array<{ to: string; purpose: string; content: string }>).filter(
+        (m) => m.to === payer.phone && m.purpose === 'otp',
+      );
+    try {
+      await page.goto(`${lipa.url}/wallet`);
+      const before = (await otps()).length;
+      await page.locator('#login').fill(payer.phone);
+      await page.locator('#password').fill(payer.pin);
+      await page.getByRole('button', { name: 'Continue', exact: true }).dblclick();
+      await page.locator('#otp').waitFor({ state: 'visible' });
+      assert.equal((await otps()).length, before + 1, 'one code for a double click');
+      const first = /\b([0-9]{6})\b/.exec((await otps())[0]?.content ?? '')?.[1] ?? '';
+
+      await page.getByRole('button', { name: 'Send a new code' }).click();
+      await until('a second code', async () => (await otps()).length === before + 2);
+      await until('the notice', async () =>
+        ((await page.locator('#login-form [role=status]').textContent()) ?? '').includes('new one-time code'),
+      );
+      await page.locator('#otp').fill(first);
+      await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+      await until('the refusal', async () =>
+        ((await page.locator('#login-form [role=status]').textContent()) ?? '').includes('wrong or has expired'),
+      );
+
+      await page.getByRole('button', { name: 'Start again' }).click();
+      assert.equal(await page.locator('#password').isVisible(), true, 'back at the first step');
+      await page.locator('#password').fill('0000');
+      await page.getByRole('button', { name: 'Continue', exact: true }).click();
+      await until('the page says it plainly', async () =>
+        ((await page.locator('#login-form [role=status]').textContent()) ?? '').includes('The phone number or PIN is incorrect.'),
+      );
+    } finally {
+      await page.close();
+    }
   });
 
   test('admin: the operator sees merchants, payers and the outbox, OTPs newest first', async () => {

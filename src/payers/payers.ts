@@ -70,7 +70,10 @@ export async function deposit(ctx: AppContext, phone: string, amount: number) {
   const payer = await ctx.store.db.selectFrom('payers').select('id').where('phone', '=', phone).executeTakeFirst();
   if (!payer) throw new AppError('not_found', `No wallet for ${phone}.`);
   if (testPayerOf(ctx, phone)?.money === 'none')
-    throw new AppError('test_payer_without_money', `Staging test payer ${phone} always has no money (CONTRACT §6); it takes no deposits.`);
+    throw new AppError(
+      'test_payer_without_money',
+      `Staging test payer ${phone} always has no money, to try a payment declined for insufficient funds; it takes no deposits.`,
+    );
   const now = ctx.now();
   const wallet = accountId('wallet', payer.id);
   await ctx.store.write((tx) => postDeposit(tx, payer.id, minor, now));

@@ -21,9 +21,33 @@ export async function api(method, path, { body, token, headers } = {}) {
   return { status: response.status, body: parsed };
 }
 
-/** The message of an API error body, or a fallback. */
+/** The message of an API error body, or a fallback; waits in seconds said in words. */
 export function errorText(reply, fallback = 'Something went wrong.') {
-  return reply?.body?.error?.message ?? reply?.body?.message ?? fallback;
+  return inWords(reply?.body?.error?.message ?? reply?.body?.message ?? fallback);
+}
+
+/** "retry in 897 s" → "retry in 15 minutes": the API counts seconds, people count minutes. */
+function inWords(message) {
+  return String(message).replace(/\b(\d+) s\b/g, (_, digits) => {
+    const seconds = Number(digits);
+    if (seconds < 60) return `${seconds} second${seconds === 1 ? '' : 's'}`;
+    const minutes = Math.ceil(seconds / 60);
+    return `${minutes} minute${minutes === 1 ? '' : 's'}`;
+  });
+}
+
+/** Runs `work` with the form's buttons disabled, so a double click sends one request. */
+async function whileBusy(form, work) {
+  const buttons = [...form.querySelectorAll('button')];
+  if (form.getAttribute('aria-busy') === 'true') return;
+  form.setAttribute('aria-busy', 'true');
+  for (const button of buttons) button.disabled = true;
+  try {
+    await work();
+  } finally {
+    form.removeAttribute('aria-busy');
+    for (const button of buttons) button.disabled = false;
+  }
 }
 
 /** Creates an element with properties, attributes and children (strings become text nodes). */
@@ -64,8 +88,11 @@ export const session = {
   clear: (name) => sessionStorage.removeItem(name),
 };
 
-/** A login with password (or PIN) then OTP, through endpoints 1 and 2. Resolves to a token. */
-export function loginFlow({ form, loginLabel, passwordLabel, passwordType = 'password', onToken }) {
+/**
+ * A login with password (or PIN) then OTP, through endpoints 1 and 2. Resolves to a token.
+ * `wrongCredentials` replaces the API's generic text for a wrong login or password.
+ */
+export function loginFlow({ form, loginLabel, passwordLabel, passwordType = 'password', wrongCredentials, onToken }) {
   const status = el('p', { role: 'status', 'aria-live': 'polite' });
   const login = el('input', { id: 'login', name: 'login', autocomplete: 'username', required: true });
   const password = el('input', {
@@ -86,27 +113,56 @@ export function loginFlow({ form, loginLabel, passwordLabel, passwordType = 'pas
     password,
     el('div', {}, el('button', { type: 'submit', text: 'Continue' })),
   );
+  // A code that is wrong, expired or used up needs a new one: send it, or start again.
+  const resend = el('button', { type: 'button', class: 'secondary', text: 'Send a new code' });
+  const restart = el('button', { type: 'button', class: 'secondary', text: 'Start again' });
   const step2 = el(
     'form',
     { hidden: true },
     el('label', { for: 'otp', text: 'One-time code' }),
     otp,
-    el('div', {}, el('button', { type: 'submit', text: 'Sign in' })),
+    el('div', {}, el('button', { type: 'submit', text: 'Sign in' }), resend, restart),
   );
-  step1.addEventListener('submit', async (event) => {
-    event.preventDefault();
+  const refused = (reply) =>
+    show(status, reply.body?.error?.code === 'invalid_credentials' && wrongCredentials ? wrongCredentials : errorText(reply));
+  const sendCode = async () => {
     const reply = await api('POST', '/api/v1/authorization', { body: { login: login.value.trim(), password: password.value } });
-    if (reply.status !== 200) return show(status, errorText(reply));
-    step1.hidden = true;
-    step2.hidden = false;
-    show(status, 'We sent you a one-time code.', 'notice');
-    otp.focus();
-  });
-  step2.addEventListener('submit', async (event) => {
+    if (reply.status === 200) return true;
+    refused(reply);
+    return false;
+  };
+  step1.addEventListener('submit', (event) => {
     event.preventDefault();
-    const reply = await api('POST', '/api/v1/authorization/confirm', { body: { login: login.value.trim(), otp: otp.value.trim() } });
-    if (reply.status !== 200) return show(status, errorText(reply));
-    onToken(reply.body.token);
+    void whileBusy(step1, async () => {
+      if (!(await sendCode())) return;
+      step1.hidden = true;
+      step2.hidden = false;
+      show(status, 'We sent you a one-time code.', 'notice');
+      otp.focus();
+    });
+  });
+  step2.addEventListener('submit', (event) => {
+    event.preventDefault();
+    void whileBusy(step2, async () => {
+      const reply = await api('POST', '/api/v1/authorization/confirm', { body: { login: login.value.trim(), otp: otp.value.trim() } });
+      if (reply.status !== 200) return refused(reply);
+      onToken(reply.body.token);
+    });
+  });
+  resend.addEventListener('click', () =>
+    whileBusy(step2, async () => {
+      if (!(await sendCode())) return;
+      otp.value = '';
+      show(status, 'We sent you a new one-time code; the one before no longer works.', 'notice');
+      otp.focus();
+    }),
+  );
+  restart.addEventListener('click', () => {
+    otp.value = '';
+    step2.hidden = true;
+    step1.hidden = false;
+    show(status, '', 'notice');
+    password.focus();
   });
   form.replaceChildren(step1, step2, status);
   login.focus();

@@ -47,6 +47,7 @@ function showSignIn() {
     form: $('#login-form'),
     loginLabel: 'Phone number (country code, no plus sign)',
     passwordLabel: 'Wallet PIN',
+    wrongCredentials: 'The phone number or PIN is incorrect.',
     onToken: (newToken) => {
       token = newToken;
       session.set(TOKEN_KEY, newToken);
@@ -125,7 +126,17 @@ function renderPending(list) {
   const container = $('#pending');
   const ids = list.map((p) => p.paymentIdentifier);
   for (const [id, card] of cards) {
-    if (!ids.includes(id) && !card.busy) removeCard(id);
+    if (ids.includes(id) || card.busy) continue;
+    // Gone without an answer from here: it expired, or was answered elsewhere. Say so.
+    const expired = Date.parse(card.payment.expiresAt) <= Date.now();
+    show(
+      $('#outcome'),
+      expired
+        ? `The request from ${card.payment.merchantName} for ${card.amount} expired.`
+        : `The request from ${card.payment.merchantName} for ${card.amount} was answered elsewhere.`,
+      'error',
+    );
+    removeCard(id);
   }
   list.forEach((payment, index) => {
     if (cards.has(payment.paymentIdentifier)) return;
@@ -164,9 +175,12 @@ function requestCard(payment) {
     required: true,
     'aria-describedby': `msg-${key}`,
   });
+  pin.setAttribute('aria-label', `Wallet PIN to approve ${amount} to ${payment.merchantName}, order ${payment.orderId}`);
   const message = el('p', { id: `msg-${key}`, role: 'status', 'aria-live': 'polite' });
-  const approve = el('button', { type: 'submit', text: 'Approve' });
-  const decline = el('button', { type: 'button', class: 'danger', text: 'Decline' });
+  // Each card's controls say which request they answer: a screen reader lists them apart.
+  const what = `${amount} to ${payment.merchantName}, order ${payment.orderId}`;
+  const approve = el('button', { type: 'submit', text: 'Approve', 'aria-label': `Approve ${what}` });
+  const decline = el('button', { type: 'button', class: 'danger', text: 'Decline', 'aria-label': `Decline ${what}` });
   const form = el(
     'form',
     { 'aria-labelledby': `req-${key}` },
@@ -193,7 +207,7 @@ function requestCard(payment) {
     ),
     form,
   );
-  const card = { node, busy: false };
+  const card = { node, busy: false, payment, amount };
   cards.set(id, card);
 
   const setBusy = (busy) => {
@@ -248,7 +262,10 @@ function requestCard(payment) {
     event.preventDefault();
     void answer('accept');
   });
-  decline.addEventListener('click', () => void answer('decline'));
+  decline.addEventListener('click', () => {
+    // Declining cannot be undone: ask first.
+    if (window.confirm(`Decline ${what}? This cannot be undone.`)) void answer('decline');
+  });
   return node;
 }
 
