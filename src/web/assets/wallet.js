@@ -165,6 +165,8 @@ function requestCard(payment) {
   const id = payment.paymentIdentifier;
   const key = ++uid;
   const amount = money(payment.amount, payment.currency);
+  // Each card's controls say which request they answer: a screen reader lists them apart.
+  const what = `${amount} to ${payment.merchantName}, order ${payment.orderId}`;
   const pin = el('input', {
     id: `pin-${key}`,
     name: 'pin',
@@ -175,10 +177,8 @@ function requestCard(payment) {
     required: true,
     'aria-describedby': `msg-${key}`,
   });
-  pin.setAttribute('aria-label', `Wallet PIN to approve ${amount} to ${payment.merchantName}, order ${payment.orderId}`);
+  pin.setAttribute('aria-label', `Wallet PIN to approve ${what}`);
   const message = el('p', { id: `msg-${key}`, role: 'status', 'aria-live': 'polite' });
-  // Each card's controls say which request they answer: a screen reader lists them apart.
-  const what = `${amount} to ${payment.merchantName}, order ${payment.orderId}`;
   const approve = el('button', { type: 'submit', text: 'Approve', 'aria-label': `Approve ${what}` });
   const decline = el('button', { type: 'button', class: 'danger', text: 'Decline', 'aria-label': `Decline ${what}` });
   const form = el(
