@@ -196,6 +196,8 @@ describe('points of sale (endpoint 4)', () => {
       const reply = await createPos(lipa, merchant.token, body);
       assertError(reply, 422, 'validation_failed', c.field);
       assert.ok(reply.body.error.message.includes(c.field), `${c.field} ${c.label}: message names the field: ${reply.body.error.message}`);
+      // In words a merchant reads, not a regular expression or a JSON-schema keyword.
+      assert.doesNotMatch(reply.body.error.message, /pattern|format "|\^/, `${c.field} ${c.label}`);
     }
     assert.deepEqual((await listPos(lipa, merchant.token)).body, []);
     const stored = await lipa.ctx.store.db.selectFrom('points_of_sale').select('id').where('terminal_id', 'in', terminalIds).execute();

@@ -110,6 +110,24 @@ export function sendError(reply: FastifyReply, error: AppError): FastifyReply {
     .send(errorBody(error, String(reply.request.id)));
 }
 
+/** What the schemas' patterns and formats ask for, in words rather than a regular expression. */
+const SAYS: Record<string, string> = {
+  '^[hH][tT][tT][pP][sS]?://': 'must be an absolute http(s) URL',
+  uri: 'must be an absolute http(s) URL',
+  '^[A-Za-z0-9._-]{1,64}$': 'must be 1 to 64 letters, digits, dots, dashes or underscores',
+  '^[0-9]{8,15}$': 'must be 8 to 15 digits with the country code, no plus sign',
+  '^[0-9]{4,6}$': 'must be 4 to 6 digits',
+  '^[0-9]{1,3}$': 'must be a whole number',
+  email: 'must be an email address',
+  uuid: 'must be a UUID',
+};
+
+function plainMessage(v: { keyword: string; params: unknown; message?: string }): string {
+  const params = v.params as { pattern?: string; format?: string } | undefined;
+  const key = v.keyword === 'pattern' ? params?.pattern : v.keyword === 'format' ? params?.format : undefined;
+  return (key !== undefined ? SAYS[key] : undefined) ?? v.message ?? 'is invalid';
+}
+
 /** Turns anything thrown in a route (or by Fastify itself) into an AppError. */
 export function toAppError(error: FastifyError | Error): AppError {
   if (error instanceof AppError) return error;
@@ -118,7 +136,7 @@ export function toAppError(error: FastifyError | Error): AppError {
     const details = fastifyError.validation.map((v) => {
       const missing = (v.params as { missingProperty?: string } | undefined)?.missingProperty;
       const path = [v.instancePath.replace(/^\//, '').replaceAll('/', '.'), missing].filter(Boolean).join('.');
-      return { field: path || fastifyError.validationContext || 'body', message: missing ? 'is required' : (v.message ?? 'is invalid') };
+      return { field: path || fastifyError.validationContext || 'body', message: missing ? 'is required' : plainMessage(v) };
     });
     const first = details[0];
     const message = first ? `${first.field} ${first.message}` : 'The request is invalid.';
