@@ -305,9 +305,15 @@ describe('pages end to end in Chromium', () => {
     await page.locator('#description').fill('Fresh produce');
     await page.locator('#categoryId').selectOption({ index: 1 });
     await page.locator('#website').fill('https://soko.example');
-    await page.locator('#resultUrl').fill(`${receiver.url}/dash-result`);
     await page.locator('#serverUrl').fill('https://api.soko.example');
     assert.equal(await page.locator('#merchantId').inputValue(), dashboardMerchant.merchantId, 'merchantId filled in');
+    // A refusal names the field by its label, in words, marks it and puts the focus there.
+    await page.locator('#resultUrl').fill('ftp://soko.example/result');
+    await page.getByRole('button', { name: 'Create point of sale' }).click();
+    await page.getByText('Result URL must be an absolute http(s) URL').waitFor();
+    assert.equal(await page.locator('#resultUrl').getAttribute('aria-invalid'), 'true');
+    assert.equal(await page.locator('#resultUrl:focus').count(), 1, 'the focus is on the field');
+    await page.locator('#resultUrl').fill(`${receiver.url}/dash-result`);
     await page.getByRole('button', { name: 'Create point of sale' }).click();
     await page.getByText(`Point of sale ${terminalId} created.`).waitFor();
     await page.getByRole('region', { name: 'Your points of sale' }).getByText(terminalId).waitFor();

@@ -282,11 +282,23 @@ export function table({ caption, columns, rows, empty = 'Nothing yet.' }) {
   );
 }
 
-/** An error answer as text: the message, then each field named in details. */
-export function problem(reply) {
+/**
+ * An error answer as text: the message, then each field named in details. Given the form,
+ * each field is called by its label, marked aria-invalid, and the first one gets focus.
+ */
+export function problem(reply, form) {
   const details = reply.body?.error?.details ?? [];
-  const extra = details.length > 1 ? ` (${details.map((d) => `${d.field} ${d.message}`).join('; ')})` : '';
-  return `${errorText(reply)}${extra}`;
+  let name = (field) => field;
+  if (form) {
+    for (const input of form.querySelectorAll('[aria-invalid]')) input.removeAttribute('aria-invalid');
+    const inputs = details.map((d) => form.querySelector(`#${CSS.escape(d.field)}`)).filter(Boolean);
+    for (const input of inputs) input.setAttribute('aria-invalid', 'true');
+    inputs[0]?.focus();
+    name = (field) => form.querySelector(`label[for="${CSS.escape(field)}"]`)?.textContent ?? field;
+  }
+  const said = (d) => `${name(d.field)} ${d.message}`;
+  if (details.length === 0) return errorText(reply);
+  return inWords(details.length === 1 ? said(details[0]) : `${said(details[0])} (${details.slice(1).map(said).join('; ')})`);
 }
 
 /** A polite live region for the outcome of a form. */

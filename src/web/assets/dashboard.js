@@ -161,7 +161,7 @@ async function posView(panel) {
       merchantId: me.id,
     };
     const reply = await call('POST', '/api/v1/points-of-sale', body);
-    if (reply.status !== 201) return show(formStatus, problem(reply));
+    if (reply.status !== 201) return show(formStatus, problem(reply, form));
     form.reset();
     inputs.merchantId.value = me.id;
     show(formStatus, `Point of sale ${reply.body.terminalId} created.`, 'notice');
