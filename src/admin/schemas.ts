@@ -1,7 +1,10 @@
 import { Type } from 'typebox';
 import { LimitParam } from '../http/pagination.js';
+import { patternString } from '../http/schemas.js';
 
-export const Phone = Type.String({ pattern: '^[0-9]{8,15}$', description: 'Digits with country code, no plus sign' });
+export const Phone = patternString('^[0-9]{8,15}$', 'must be 8 to 15 digits with the country code, no plus sign', {
+  description: 'Digits with country code, no plus sign',
+});
 export const Amount = Type.Number({ exclusiveMinimum: 0, description: 'Major units (KES), at most 2 decimals' });
 
 export const CreateMerchantBody = Type.Object({
@@ -20,7 +23,7 @@ export const MerchantListed = Type.Object({
 export const CreatePayerBody = Type.Object({
   phone: Phone,
   name: Type.String({ minLength: 1, maxLength: 200 }),
-  pin: Type.String({ pattern: '^[0-9]{4,6}$', description: 'Wallet PIN, 4 to 6 digits' }),
+  pin: patternString('^[0-9]{4,6}$', 'must be 4 to 6 digits', { description: 'Wallet PIN, 4 to 6 digits' }),
   balance: Type.Optional(Type.Number({ minimum: 0, description: 'Starting balance in major units: 0 to 10,000,000, at most 2 decimals' })),
 });
 export const PayerResponse = Type.Object({ payerId: Type.String(), phone: Type.String(), balance: Type.Number() });

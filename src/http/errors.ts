@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { whatPatternSays } from './schemas.js';
 
 /**
  * The closed set of error codes of the auth, operator and payment APIs, and the one map
@@ -110,22 +111,23 @@ export function sendError(reply: FastifyReply, error: AppError): FastifyReply {
     .send(errorBody(error, String(reply.request.id)));
 }
 
-/** What the schemas' patterns and formats ask for, in words rather than a regular expression. */
-const SAYS: Record<string, string> = {
-  '^[hH][tT][tT][pP][sS]?://': 'must be an absolute http(s) URL',
+/** What the schemas' formats ask for, in words rather than a JSON-schema keyword. */
+const FORMAT_SAYS: Record<string, string> = {
   uri: 'must be an absolute http(s) URL',
-  '^[A-Za-z0-9._-]{1,64}$': 'must be 1 to 64 letters, digits, dots, dashes or underscores',
-  '^[0-9]{8,15}$': 'must be 8 to 15 digits with the country code, no plus sign',
-  '^[0-9]{4,6}$': 'must be 4 to 6 digits',
-  '^[0-9]{1,3}$': 'must be a whole number',
   email: 'must be an email address',
   uuid: 'must be a UUID',
 };
 
+/** A validation failure in words: a pattern's own sentence (patternString), a format's, or ajv's. */
 function plainMessage(v: { keyword: string; params: unknown; message?: string }): string {
   const params = v.params as { pattern?: string; format?: string } | undefined;
-  const key = v.keyword === 'pattern' ? params?.pattern : v.keyword === 'format' ? params?.format : undefined;
-  return (key !== undefined ? SAYS[key] : undefined) ?? v.message ?? 'is invalid';
+  const said =
+    v.keyword === 'pattern' && params?.pattern !== undefined
+      ? whatPatternSays(params.pattern)
+      : v.keyword === 'format' && params?.format !== undefined
+        ? FORMAT_SAYS[params.format]
+        : undefined;
+  return said ?? v.message ?? 'is invalid';
 }
 
 /** Turns anything thrown in a route (or by Fastify itself) into an AppError. */

@@ -1,12 +1,15 @@
 import { Type } from 'typebox';
 import { validationError } from './errors.js';
+import { patternString } from './schemas.js';
 
 export const MAX_LIMIT = 200;
 export const DEFAULT_LIMIT = 50;
 
 /** The `limit` query parameter of the list endpoints: 1 to 200, default 50 (422 outside). */
 export const LimitParam = Type.Optional(
-  Type.String({ pattern: '^[0-9]{1,3}$', description: `How many, newest first: 1 to ${MAX_LIMIT}; default ${DEFAULT_LIMIT}` }),
+  patternString('^[0-9]{1,3}$', 'must be a whole number', {
+    description: `How many, newest first: 1 to ${MAX_LIMIT}; default ${DEFAULT_LIMIT}`,
+  }),
 );
 
 export function limitOf(value: string | undefined): number {

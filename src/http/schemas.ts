@@ -23,7 +23,23 @@ export function errors(...statuses: number[]): Record<number, typeof errorRef> {
 export const bearerAuth = [{ bearerAuth: [] }];
 export const adminAuth = [{ adminToken: [] }];
 
+/** What a refusal says for each pattern, registered with the pattern itself (toAppError reads it). */
+const patternSays = new Map<string, string>();
+
+/** A string that must match `pattern`; a value that does not is refused with `says` ("must be …"). */
+export function patternString(pattern: string, says: string, options: Parameters<typeof Type.String>[0] = {}) {
+  patternSays.set(pattern, says);
+  return Type.String({ ...options, pattern });
+}
+
+/** The words for a pattern made with patternString. */
+export const whatPatternSays = (pattern: string): string | undefined => patternSays.get(pattern);
+
 /** An absolute http(s) URL; the scheme is checked again in code (https only in production). */
 export function httpUrl(description?: string) {
-  return Type.String({ format: 'uri', maxLength: 2048, pattern: '^[hH][tT][tT][pP][sS]?://', ...(description ? { description } : {}) });
+  return patternString('^[hH][tT][tT][pP][sS]?://', 'must be an absolute http(s) URL', {
+    format: 'uri',
+    maxLength: 2048,
+    ...(description ? { description } : {}),
+  });
 }

@@ -7,6 +7,7 @@ import type { Notifier, OutgoingMessage } from '../notifier/notifier.js';
 import { splitPhone } from '../notifier/notifier.js';
 import { randomId } from '../security/tokens.js';
 import { countSegments } from './sms-segments.js';
+import { SUBMIT_REFUSED } from './transports/smpp-protocol.js';
 import {
   type DeliveryReceipt,
   type EmailTransport,
@@ -36,7 +37,7 @@ export function failureReason(message: Pick<MessageTable, 'status' | 'type' | 'l
   const server = message.type === 'sms' ? 'the SMS centre' : 'the mail server';
   if (error.startsWith(GAVE_UP))
     return `Not sent: ${server} could not be reached or would not take it for as long as the message was worth sending.`;
-  if (error.startsWith('SMSC rejected submit_sm: ')) return `Refused by ${server}: ${error.slice('SMSC rejected submit_sm: '.length)}.`;
+  if (error.startsWith(SUBMIT_REFUSED)) return `Refused by ${server}: ${error.slice(SUBMIT_REFUSED.length)}.`;
   if (/^[A-Z]{5,8}( err:\S+)?$/.test(error)) return `The ${server.slice(4)} reported it not delivered: ${error}.`;
   // The server's own reply comes last: its code, and its enhanced status code when it gave one.
   const smtp = [...error.matchAll(/\b([45][0-9]{2})[ -](?:([45]\.[0-9]{1,3}\.[0-9]{1,3})\b)?/g)].at(-1);

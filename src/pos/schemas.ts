@@ -1,5 +1,5 @@
 import { Type } from 'typebox';
-import { httpUrl } from '../http/schemas.js';
+import { httpUrl, patternString } from '../http/schemas.js';
 
 /** The seed's point-of-sale body; every field is required. */
 export const PosBody = Type.Object({
@@ -10,7 +10,9 @@ export const PosBody = Type.Object({
   resultUrl: httpUrl('Receives payment callbacks, besides urls.callbackUrl of each payment'),
   serverUrl: httpUrl('Merchant server API address; stored and shown, nothing is sent to it'),
   trustAllCertificates: Type.Boolean({ description: 'Accept an unverifiable TLS certificate on callbacks for this POS' }),
-  terminalId: Type.String({ pattern: '^[A-Za-z0-9._-]{1,64}$', description: '1-64 letters, digits, dot, dash or underscore; unique' }),
+  terminalId: patternString('^[A-Za-z0-9._-]{1,64}$', 'must be 1 to 64 letters, digits, dots, dashes or underscores', {
+    description: '1-64 letters, digits, dot, dash or underscore; unique',
+  }),
   merchantId: Type.String({ format: 'uuid', description: "Must be the caller's own merchantId" }),
 });
 

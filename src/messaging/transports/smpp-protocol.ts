@@ -71,9 +71,12 @@ export function describeStatus(status: number): string {
   return `${name} (${hex}${text ? `, ${text}` : ''})`;
 }
 
+/** How the error of a refused submit_sm begins; what follows is the status, for the sender too. */
+export const SUBMIT_REFUSED = 'SMSC rejected submit_sm: ';
+
 /** The error for a submit_sm answered with a non-zero command_status. */
 export function submitError(status: number): TransientSendError | PermanentSendError {
-  const message = `SMSC rejected submit_sm: ${describeStatus(status)}`;
+  const message = `${SUBMIT_REFUSED}${describeStatus(status)}`;
   return TRANSIENT_STATUSES.has(status) ? new TransientSendError(message) : new PermanentSendError(message);
 }
 
