@@ -99,3 +99,59 @@ describe('db.write: atomic units, grouped on SQLite', () => {
     assert.equal(rows.length, 100);
   });
 });
+
+describe('migrations: upgrading a database in use', () => {
+  test('005 gives messages that failed before it a reason their sender may read, naming no host', async () => {
+    const database = await freshDatabase();
+    const old = await openDatabase(database.url, '004_partial_message_indexes');
+    const failed = (id: string, type: 'email' | 'sms', last_error: string) => ({
+      id,
+      merchant_id: null,
+      messaging_key_id: null,
+      purpose: 'api',
+      type,
+      email: type === 'email' ? 'a@example.com' : null,
+      subject: type === 'email' ? 'Hi' : null,
+      content_type: type === 'email' ? 'text' : null,
+      phone_country_code: type === 'sms' ? '254' : null,
+      phone_number: type === 'sms' ? '712345678' : null,
+      content: 'Hello',
+      segments: type === 'sms' ? 1 : null,
+      status: 'failed' as const,
+      created_at: 1,
+      updated_at: 1,
+      provider_id: null,
+      attempts: 1,
+      next_attempt_at: 1,
+      locked_until: 0,
+      last_error,
+    });
+    await old.write((tx) =>
+      tx
+        .insertInto('messages')
+        .values([
+          failed('m-smpp', 'sms', 'SMSC rejected submit_sm: ESME_RINVDSTADR (0x0B, invalid destination address)'),
+          failed('m-receipt', 'sms', 'UNDELIV err:001'),
+          failed('m-smtp', 'email', 'SMTP send via smtp.internal:25 failed (EENVELOPE 550): 550 5.1.1 <a@example.com>: no such user'),
+          failed('m-gave-up', 'email', 'gave up after 9 tries in 300 s; the last: connect ECONNREFUSED 10.0.0.5:25'),
+          failed('m-other', 'email', 'SMTP send via relay.internal failed: something odd'),
+        ])
+        .execute(),
+    );
+    await old.close();
+    const upgraded = await openDatabase(database.url);
+    try {
+      const rows = await upgraded.db.selectFrom('messages').select(['id', 'failure_reason']).orderBy('id').execute();
+      assert.deepEqual(Object.fromEntries(rows.map((r) => [r.id, r.failure_reason])), {
+        'm-gave-up': 'Not sent: the mail server could not be reached or would not take it for as long as the message was worth sending.',
+        'm-other': 'Refused by the mail server.',
+        'm-receipt': 'The SMS centre reported it not delivered: UNDELIV err:001.',
+        'm-smpp': 'Refused by the SMS centre: ESME_RINVDSTADR (0x0B, invalid destination address).',
+        'm-smtp': 'Refused by the mail server: 550 5.1.1.',
+      });
+    } finally {
+      await upgraded.close();
+      await database.drop();
+    }
+  });
+});

@@ -652,11 +652,12 @@ describe('messaging over SMTP', () => {
 
 describe('messaging over SMPP', () => {
   const UNDELIVERABLE = '254733000111';
+  const REFUSED = '254733000222';
   let peer: SmppPeer;
   let lipa: Lipa;
   let key: string;
   before(async () => {
-    peer = await startSmppPeer({ receipts: true, undeliverable: [UNDELIVERABLE] });
+    peer = await startSmppPeer({ receipts: true, undeliverable: [UNDELIVERABLE], rejectDestinations: [REFUSED] });
     lipa = await startLipa({ SMPP_URL: peer.url });
     const session = await merchantSession(lipa);
     key = (await messagingKey(lipa, session.token)).apiKey;
@@ -721,8 +722,19 @@ describe('messaging over SMPP', () => {
     const id = reply.body.data.id;
     const data = await waitForStatus(lipa, key, id, ['delivered', 'failed']);
     assert.equal(data.status, 'failed');
+    assert.match(data.error ?? '', /^The SMS centre reported it not delivered: UNDELIV\b/);
     assert.match((await messageRow(lipa, id)).last_error ?? '', /UNDELIV/);
     assert.equal((await submittedFor(lipa, id))?.destination, UNDELIVERABLE);
+  });
+
+  test('a number the SMSC refuses ends failed at once, and the lookup says which status it gave', async () => {
+    const reply = await send(lipa, key, sms({ phone: { country_code: '254', number: REFUSED.slice(3) } }));
+    assert.equal(reply.status, 201, reply.text);
+    const data = await waitForStatus(lipa, key, reply.body.data.id, ['failed']);
+    assert.equal(data.error, 'Refused by the SMS centre: ESME_RINVDSTADR (0x0B, invalid destination address).');
+    const row = await messageRow(lipa, reply.body.data.id);
+    assert.equal(row.attempts, 1, 'a permanent refusal is not retried');
+    assert.match(row.last_error ?? '', /^SMSC rejected submit_sm: ESME_RINVDSTADR/);
   });
 
   test('a dropped connection is bound again and later messages go out', async () => {

@@ -26,16 +26,17 @@ export interface Db {
   close(): Promise<void>;
 }
 
-export async function openDatabase(url: string): Promise<Db> {
+/** Opens the database and brings its schema up to date (up to `upTo`, a migration's name, in tests of upgrades). */
+export async function openDatabase(url: string, upTo?: string): Promise<Db> {
   // pg is loaded only when used: a SQLite process starts faster without it.
   const handle = url.startsWith('file:') ? openSqlite(url.slice('file:'.length)) : openPostgres((await import('pg')).default, url);
-  await migrate(handle.db);
+  await migrate(handle.db, upTo);
   return handle;
 }
 
-export async function migrate(db: Kysely<Database>): Promise<string[]> {
+export async function migrate(db: Kysely<Database>, upTo?: string): Promise<string[]> {
   const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } });
-  const { error, results } = await migrator.migrateToLatest();
+  const { error, results } = upTo === undefined ? await migrator.migrateToLatest() : await migrator.migrateTo(upTo);
   if (error) throw error;
   return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
 }

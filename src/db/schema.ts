@@ -168,7 +168,10 @@ export interface MessageTable {
   attempts: number;
   next_attempt_at: number;
   locked_until: number;
+  /** For operators: the transport's whole error, hosts included. */
   last_error: string | null;
+  /** For the sender (the lookup's `error`): why a failed message failed, naming no host. */
+  failure_reason: string | null;
 }
 
 export type PaymentStatus = 'pending' | 'no_user' | 'paid' | 'declined' | 'expired';

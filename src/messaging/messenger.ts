@@ -7,7 +7,6 @@ import type { Notifier, OutgoingMessage } from '../notifier/notifier.js';
 import { splitPhone } from '../notifier/notifier.js';
 import { randomId } from '../security/tokens.js';
 import { countSegments } from './sms-segments.js';
-import { SUBMIT_REFUSED } from './transports/smpp-protocol.js';
 import {
   type DeliveryReceipt,
   type EmailTransport,
@@ -23,27 +22,8 @@ export interface Transports {
   sms: SmsTransport | null;
 }
 
-const GAVE_UP = 'gave up';
-
-/**
- * Why a message failed, as its sender may read it. Transports' errors name internal hosts and
- * relays, so only what is known to be about the message itself is passed on: the SMSC's
- * refusal status, the receipt's state, the mail server's reply code. The full text stays in
- * last_error for operators.
- */
-export function failureReason(message: Pick<MessageTable, 'status' | 'type' | 'last_error'>): string | null {
-  if (message.status !== 'failed' || message.last_error === null) return null;
-  const error = message.last_error;
-  const server = message.type === 'sms' ? 'the SMS centre' : 'the mail server';
-  if (error.startsWith(GAVE_UP))
-    return `Not sent: ${server} could not be reached or would not take it for as long as the message was worth sending.`;
-  if (error.startsWith(SUBMIT_REFUSED)) return `Refused by ${server}: ${error.slice(SUBMIT_REFUSED.length)}.`;
-  if (/^[A-Z]{5,8}( err:\S+)?$/.test(error)) return `The ${server.slice(4)} reported it not delivered: ${error}.`;
-  // The server's own reply comes last: its code, and its enhanced status code when it gave one.
-  const smtp = [...error.matchAll(/\b([45][0-9]{2})[ -](?:([45]\.[0-9]{1,3}\.[0-9]{1,3})\b)?/g)].at(-1);
-  if (message.type === 'email' && smtp) return `Refused by the mail server: ${smtp[1]}${smtp[2] ? ` ${smtp[2]}` : ''}.`;
-  return `Refused by ${server}.`;
-}
+/** The SMSC or the mail server, as the sender reads of it. */
+const serverOf = (type: MessageTable['type']): string => (type === 'sms' ? 'the SMS centre' : 'the mail server');
 
 /** The longest wait between two tries of a message. */
 const MAX_RETRY_DELAY_MS = 10 * 60_000;
@@ -55,7 +35,16 @@ const EARLY_RECEIPT_MS = 60_000;
 
 export type NewMessage = Omit<
   MessageTable,
-  'id' | 'status' | 'created_at' | 'updated_at' | 'provider_id' | 'attempts' | 'next_attempt_at' | 'locked_until' | 'last_error'
+  | 'id'
+  | 'status'
+  | 'created_at'
+  | 'updated_at'
+  | 'provider_id'
+  | 'attempts'
+  | 'next_attempt_at'
+  | 'locked_until'
+  | 'last_error'
+  | 'failure_reason'
 >;
 
 /**
@@ -104,6 +93,7 @@ export class Messenger implements Notifier {
       next_attempt_at: now,
       locked_until: claimed && !embedded ? now + LEASE_MS : 0,
       last_error: null,
+      failure_reason: null,
     };
     await hotQuery(tx, 'messages.insert', Object.values(row), () => tx.insertInto('messages').values(row));
     return row;
@@ -197,10 +187,12 @@ export class Messenger implements Notifier {
     let status: MessageStatus;
     let next = now;
     let lastError = error?.message ?? null;
+    let failureReason: string | null = null;
     if (result) {
       status = result.status;
     } else if (error instanceof PermanentSendError) {
       status = 'failed';
+      failureReason = error.reason ?? `Refused by ${serverOf(message.type)}.`;
     } else {
       if (!(error instanceof TransientSendError)) this.log.error({ err: error, messageId: message.id }, 'message send failed unexpectedly');
       // A transient failure (the server down, busy or throttling) is retried for as long as the
@@ -210,14 +202,17 @@ export class Messenger implements Notifier {
       const deadline = message.created_at + window;
       next = Math.min(now + backoffMs(2000, attempts, MAX_RETRY_DELAY_MS), deadline);
       status = now < deadline ? 'queued' : 'failed';
-      if (status === 'failed') lastError = `${GAVE_UP} after ${attempts} tries in ${Math.round(window / 1000)} s; the last: ${lastError}`;
+      if (status === 'failed') {
+        lastError = `gave up after ${attempts} tries in ${Math.round(window / 1000)} s; the last: ${lastError}`;
+        failureReason = `Not sent: ${serverOf(message.type)} could not be reached or would not take it for as long as the message was worth sending.`;
+      }
     }
     const content = this.redactedAfterSend(message, status);
     await this.store.write((tx) =>
       hotQuery(
         tx,
         'messages.record-attempt',
-        [status, result?.providerId ?? null, attempts, next, 0, lastError, content, now, message.id, message.locked_until],
+        [status, result?.providerId ?? null, attempts, next, 0, lastError, failureReason, content, now, message.id, message.locked_until],
         () =>
           tx
             .updateTable('messages')
@@ -228,6 +223,7 @@ export class Messenger implements Notifier {
               next_attempt_at: next,
               locked_until: 0,
               last_error: lastError,
+              failure_reason: failureReason,
               content,
               updated_at: now,
             })
@@ -281,11 +277,13 @@ export class Messenger implements Notifier {
   async applyReceipt(receipt: DeliveryReceipt): Promise<void> {
     const now = this.now();
     const status: MessageStatus = receipt.delivered ? 'delivered' : 'failed';
+    const detail = receipt.delivered ? null : receipt.detail;
+    const reason = detail === null ? null : `The SMS centre reported it not delivered: ${detail}.`;
     const updated = await this.store.write((tx) =>
-      hotQuery(tx, 'messages.receipt', [status, receipt.delivered ? null : receipt.detail, now, receipt.providerId, 'sent', 'queued'], () =>
+      hotQuery(tx, 'messages.receipt', [status, detail, reason, now, receipt.providerId, 'sent', 'queued'], () =>
         tx
           .updateTable('messages')
-          .set({ status, last_error: receipt.delivered ? null : receipt.detail, updated_at: now })
+          .set({ status, last_error: detail, failure_reason: reason, updated_at: now })
           .where('provider_id', '=', receipt.providerId)
           .where('status', 'in', ['sent', 'queued']),
       ),

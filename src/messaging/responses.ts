@@ -1,7 +1,6 @@
 import type { FastifyReply } from 'fastify';
 import { type TSchema, Type } from 'typebox';
 import type { MessageTable } from '../db/schema.js';
-import { failureReason } from './messenger.js';
 
 /**
  * Every answer of the messaging API, in the interface's own shapes (seed, endpoints 7 and 8;
@@ -73,7 +72,7 @@ export function maskNumber(number: string): string {
 
 /** A stored message as GET /api/messages/{id} shows it. */
 export function toStoredMessage(m: MessageTable) {
-  const reason = failureReason(m);
+  const reason = m.status === 'failed' ? m.failure_reason : null;
   const common = {
     id: m.id,
     status: m.status,

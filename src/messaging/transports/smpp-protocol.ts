@@ -71,13 +71,12 @@ export function describeStatus(status: number): string {
   return `${name} (${hex}${text ? `, ${text}` : ''})`;
 }
 
-/** How the error of a refused submit_sm begins; what follows is the status, for the sender too. */
-export const SUBMIT_REFUSED = 'SMSC rejected submit_sm: ';
-
-/** The error for a submit_sm answered with a non-zero command_status. */
+/** The error for a submit_sm answered with a non-zero command_status; the status is for the sender too. */
 export function submitError(status: number): TransientSendError | PermanentSendError {
-  const message = `${SUBMIT_REFUSED}${describeStatus(status)}`;
-  return TRANSIENT_STATUSES.has(status) ? new TransientSendError(message) : new PermanentSendError(message);
+  const described = describeStatus(status);
+  const message = `SMSC rejected submit_sm: ${described}`;
+  const reason = `Refused by the SMS centre: ${described}.`;
+  return TRANSIENT_STATUSES.has(status) ? new TransientSendError(message, reason) : new PermanentSendError(message, reason);
 }
 
 /** message_state TLV values → the receipt text's stat names. */

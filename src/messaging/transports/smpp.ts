@@ -177,7 +177,10 @@ export class SmppTransport implements SmsTransport {
   async send(message: OutboundSms): Promise<SendResult> {
     const destination = `${message.countryCode}${message.number}`;
     if (!/^[0-9]{1,20}$/.test(destination)) {
-      throw new PermanentSendError('SMS destination must be 1-20 digits (country code and number)');
+      throw new PermanentSendError(
+        'SMS destination must be 1-20 digits (country code and number)',
+        'Not sent: the number must be 1 to 20 digits, country code included.',
+      );
     }
     const params = this.#submitParams(message.content, destination);
     this.start();

@@ -69,6 +69,17 @@ interface SmtpErrorLike {
 /** Error codes that say the connection or the server setup is at fault, never the message. */
 const TRANSIENT_CODES = new Set(['ECONNECTION', 'ETIMEDOUT', 'ESOCKET', 'EDNS', 'ETLS', 'EAUTH', 'ENOAUTH', 'EPROTOCOL', 'EREQUIRETLS']);
 
+/**
+ * What a message's sender may read of a mail server's refusal: the reply code and the enhanced
+ * status code when there is one, never the reply's text (it may name the server and its relays).
+ */
+function refusedBy(response: unknown, responseCode = 0): string {
+  const reply = typeof response === 'string' ? /^([45][0-9]{2})[ -](?:([45]\.[0-9]{1,3}\.[0-9]{1,3})\b)?/.exec(response) : null;
+  const code = reply?.[1] ?? (responseCode >= 400 ? String(responseCode) : null);
+  if (code === null) return 'Refused by the mail server.';
+  return `Refused by the mail server: ${code}${reply?.[2] ? ` ${reply[2]}` : ''}.`;
+}
+
 /** A single plain address: no display name, no list, no whitespace or header-breaking characters. */
 const SINGLE_ADDRESS = /^[^\s<>,;:"()[\]\\@]+@[^\s<>,;:"()[\]\\@]+$/;
 
@@ -116,7 +127,10 @@ export class SmtpTransport implements EmailTransport {
 
   async send(message: OutboundEmail): Promise<SendResult> {
     if (!SINGLE_ADDRESS.test(message.to)) {
-      throw new PermanentSendError('email recipient must be a single plain address (name@domain)');
+      throw new PermanentSendError(
+        'email recipient must be a single plain address (name@domain)',
+        'Not sent: the recipient must be a single plain address (name@domain).',
+      );
     }
     const mail: SendMailOptions = {
       from: this.#from,
@@ -134,7 +148,10 @@ export class SmtpTransport implements EmailTransport {
     // With one recipient a refusal rejects the send; a partial acceptance cannot happen, but
     // if a server ever answers so, the recipient was refused.
     if (info.accepted.length === 0 || info.rejected.length > 0) {
-      throw new PermanentSendError(this.#scrub(`SMTP server ${this.#where} refused the recipient: ${info.response}`));
+      throw new PermanentSendError(
+        this.#scrub(`SMTP server ${this.#where} refused the recipient: ${info.response}`),
+        refusedBy(info.response),
+      );
     }
     return { status: 'sent', providerId: info.messageId ?? null };
   }
@@ -148,14 +165,16 @@ export class SmtpTransport implements EmailTransport {
     const code = typeof e.code === 'string' ? e.code : '';
     const responseCode = typeof e.responseCode === 'number' ? e.responseCode : 0;
     const detail = typeof e.message === 'string' ? e.message : String(error);
+    // The server's reply is about this message only when the server answered one of its commands.
+    const reason = responseCode >= 400 && !TRANSIENT_CODES.has(code) ? refusedBy(e.response, responseCode) : null;
     const text = this.#scrub(
       `SMTP send via ${this.#where} failed${code ? ` (${code}${responseCode ? ` ${responseCode}` : ''})` : ''}: ${detail}`,
     );
     // Authentication, TLS and connection trouble is the service's setup or the network, not
     // this message: worth retrying once fixed, even when the server said 5xx (535 bad login).
     if (TRANSIENT_CODES.has(code)) return new TransientSendError(text);
-    if (responseCode >= 500) return new PermanentSendError(text);
-    if (responseCode >= 400) return new TransientSendError(text);
+    if (responseCode >= 500) return new PermanentSendError(text, reason);
+    if (responseCode >= 400) return new TransientSendError(text, reason);
     // Refused before any SMTP exchange for this message (e.g. no valid recipient): retrying won't help.
     if (code === 'EENVELOPE' || code === 'EMESSAGE') return new PermanentSendError(text);
     return new TransientSendError(text);

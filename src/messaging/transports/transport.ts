@@ -32,10 +32,23 @@ export interface SendResult {
   providerId: string | null;
 }
 
+/**
+ * A failed send. `message` is for operators and may name hosts and relays; `reason`, when
+ * the transport knows one, says what was wrong in words the message's sender may read (the
+ * SMSC's refusal status, the mail server's reply code), and never names a host.
+ */
+abstract class SendError extends Error {
+  constructor(
+    message: string,
+    readonly reason: string | null = null,
+  ) {
+    super(message);
+  }
+}
 /** Worth retrying later: connection refused or dropped, timeouts, 4xx SMTP, throttling. */
-export class TransientSendError extends Error {}
+export class TransientSendError extends SendError {}
 /** Never worth retrying: the recipient or content was refused for good (5xx SMTP, SMPP rejections). */
-export class PermanentSendError extends Error {}
+export class PermanentSendError extends SendError {}
 
 export interface EmailTransport {
   readonly name: string;
