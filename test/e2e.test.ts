@@ -423,9 +423,24 @@ describe('pages end to end in Chromium', () => {
       assert.equal(hit.body, original?.body, `the same body again to ${hit.path}`);
     }
     await until('both redeliveries recorded', () => deliveredTimes(2));
+    // The event's section was rebuilt: the focus is back on its button, which says what happened.
+    await eventSection.getByText('Sent again.', { exact: true }).waitFor();
+    assert.equal(await focusedLabel(page), `Redeliver ${eventId}`, 'the focus stays on the event redelivered');
     await page.getByRole('button', { name: 'Back to payments' }).click();
+    await until('the list again', async () => (await focusedLabel(page)) === `Details of order ${payment.orderId}`);
     await openDetail(2);
+
+    // Revoking the key: the list is rebuilt, and the focus goes to the line that says it is done.
+    await page.getByRole('tab', { name: 'Signing keys' }).click();
+    page.once('dialog', (dialog) => void dialog.accept());
+    await page.getByRole('button', { name: `Revoke ${keyId}` }).click();
+    const revoked = page.getByRole('status').getByText(`${keyId} revoked.`);
+    await revoked.waitFor();
+    assert.equal(await page.evaluate(`document.activeElement.textContent`), `${keyId} revoked.`, 'the focus is on the outcome');
   });
+
+  /** The accessible label of the element that has the keyboard focus. */
+  const focusedLabel = (page: Page) => page.evaluate<string | null>(`document.activeElement?.getAttribute('aria-label') ?? null`);
 
   test('markup in a description or company name is shown as text on /pay, /wallet and /dashboard', async () => {
     const evil = await merchantWithPos(lipa, { posCompanyName: XSS_COMPANY, resultUrl: `${receiver.url}/xss-result` });

@@ -213,6 +213,7 @@ function keysView({ title, path, intro, idOf, secretOf, secretLabel, extraColumn
   return async (panel) => {
     const list = el('div', {}, el('p', { class: 'muted', text: 'Loading…' }));
     const listStatus = statusLine();
+    listStatus.tabIndex = -1;
     const created = el('div');
     const nameInput = el('input', { id: 'key-name', name: 'name', maxlength: '100', 'aria-describedby': 'key-name-hint' });
     const formStatus = statusLine();
@@ -244,8 +245,10 @@ function keysView({ title, path, intro, idOf, secretOf, secretLabel, extraColumn
       }
       const reply = await call('DELETE', `${path}/${encodeURIComponent(id)}`);
       if (reply.status !== 204) return show(listStatus, errorText(reply));
-      show(listStatus, `${id} revoked.`, 'notice');
       await refresh();
+      // The button pressed is gone with the rebuilt list: the focus goes to what happened.
+      show(listStatus, `${id} revoked.`, 'notice');
+      listStatus.focus();
     }
 
     async function refresh() {
@@ -406,6 +409,7 @@ async function paymentsView(panel) {
                 class: 'secondary',
                 text: p.orderId,
                 'aria-label': `Details of order ${p.orderId}`,
+                'data-payment': p.paymentIdentifier,
                 onclick: () => openPayment(p),
               }),
           },
@@ -423,12 +427,15 @@ async function paymentsView(panel) {
     listStatus.hidden = true;
     const heading = el('h3', { tabindex: '-1', text: `Payment for order ${payment.orderId}` });
     const callbacks = el('div', {}, el('p', { class: 'muted', text: 'Loading callbacks…' }));
-    const back = () => {
+    const back = async () => {
       detail.replaceChildren();
       list.hidden = false;
       filters.hidden = false;
       listStatus.hidden = false;
-      void refresh();
+      await refresh();
+      // Back where the merchant left the list: on the payment just looked at.
+      const opened = [...list.querySelectorAll('button')].find((b) => b.dataset.payment === payment.paymentIdentifier);
+      (opened ?? statusSelect).focus();
     };
     detail.replaceChildren(
       el(
@@ -470,7 +477,8 @@ function paymentFields(p) {
   );
 }
 
-async function loadCallbacks(payment, container) {
+/** The payment's callback events; `after` names the event just redelivered, which keeps the focus and says so. */
+async function loadCallbacks(payment, container, after = null) {
   const reply = await call('GET', `/api/v1/callbacks?paymentIdentifier=${encodeURIComponent(payment.paymentIdentifier)}`);
   if (reply.status !== 200) return container.replaceChildren(el('p', { class: 'error', text: errorText(reply) }));
   if (reply.body.length === 0) {
@@ -520,13 +528,20 @@ async function loadCallbacks(payment, container) {
             if (answer.status !== 202) return show(eventStatus, errorText(answer));
             show(eventStatus, 'Sent again; refreshing…', 'notice');
             await new Promise((resolve) => setTimeout(resolve, 1500));
-            await loadCallbacks(payment, container);
+            await loadCallbacks(payment, container, event.eventId);
           },
         }),
         eventStatus,
       );
     }),
   );
+  if (after !== null) {
+    // The list was rebuilt under the merchant's focus: put it back on the same event's button.
+    const section = [...container.children].find((s) => s.getAttribute('aria-label') === `Callback event ${after}`);
+    const status = section?.querySelector('[role="status"]');
+    if (status) show(status, 'Sent again.', 'notice');
+    section?.querySelector('button')?.focus();
+  }
 }
 
 // ---------------------------------------------------------------------------------------
