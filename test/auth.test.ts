@@ -246,6 +246,30 @@ describe('Sessions: endpoints 1 and 2 (staging)', () => {
     }
   });
 
+  test('logging out ends that token at once and no other: a copy of it is 401 after', async () => {
+    const merchant = await createMerchant(lipa);
+    const tokens: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const { otp } = await loginForOtp(lipa, merchant.login, merchant.password, merchant.login);
+      tokens.push((await confirm(lipa, merchant.login, otp)).body.token);
+    }
+    const [first, second] = tokens as [string, string];
+    const out = await call(lipa.url, 'DELETE', '/api/v1/authorization', { token: first });
+    assert.equal(out.status, 204, out.text);
+    assert.equal(out.text, '');
+    assertError(await call(lipa.url, 'GET', '/api/v1/me', { token: first }), 401, 'unauthorized');
+    assertError(await call(lipa.url, 'POST', '/api/v1/api-keys', { token: first, body: {} }), 401, 'unauthorized');
+    assertError(await call(lipa.url, 'DELETE', '/api/v1/authorization', { token: first }), 401, 'unauthorized');
+    assert.equal((await call(lipa.url, 'GET', '/api/v1/me', { token: second })).status, 200, 'the other device stays signed in');
+    assertError(await call(lipa.url, 'DELETE', '/api/v1/authorization'), 401, 'unauthorized');
+
+    const payer = await createPayer(lipa);
+    const { otp } = await loginForOtp(lipa, payer.phone, payer.pin, payer.phone);
+    const wallet = (await confirm(lipa, payer.phone, otp)).body.token;
+    assert.equal((await call(lipa.url, 'DELETE', '/api/v1/authorization', { token: wallet })).status, 204);
+    assertError(await call(lipa.url, 'GET', '/api/v1/wallet', { token: wallet }), 401, 'unauthorized');
+  });
+
   test('bearer tokens: none, garbage and wrong kind', async () => {
     const none = await call(lipa.url, 'GET', '/api/v1/points-of-sale');
     assertError(none, 401, 'unauthorized');

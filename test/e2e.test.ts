@@ -288,6 +288,20 @@ describe('pages end to end in Chromium', () => {
     // The balance did not move.
     assert.equal(await payerPage.locator('#balance').textContent(), money(3499.5));
     await page.close();
+
+    // Signing out (in another tab, its own session) ends the session on the server too: a copy
+    // of its token is refused after, and the first tab's session is untouched.
+    const other = await payerContext.newPage();
+    await other.goto(`${lipa.url}/wallet`);
+    await signIn(other, payer.phone, payer.pin);
+    await other.locator('#wallet').waitFor({ state: 'visible' });
+    const otherToken = await other.evaluate<string | null>(`sessionStorage.getItem('lipa.wallet.token')`);
+    assert.ok(otherToken);
+    await other.locator('#sign-out').click();
+    await until('the token refused', async () => (await call(lipa.url, 'GET', '/api/v1/wallet', { token: otherToken })).status === 401);
+    await other.close();
+    const first = await payerPage.evaluate<string | null>(`sessionStorage.getItem('lipa.wallet.token')`);
+    assert.equal((await call(lipa.url, 'GET', '/api/v1/wallet', { token: first ?? '' })).status, 200);
   });
 
   test('dashboard: the merchant creates a POS and a key, sees the payment and its callbacks, and redelivers', async () => {
@@ -437,6 +451,10 @@ describe('pages end to end in Chromium', () => {
     const revoked = page.getByRole('status').getByText(`${keyId} revoked.`);
     await revoked.waitFor();
     assert.equal(await page.evaluate(`document.activeElement.textContent`), `${keyId} revoked.`, 'the focus is on the outcome');
+
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByText('You signed out.').waitFor();
+    await until('the dashboard token refused', async () => (await call(lipa.url, 'GET', '/api/v1/me', { token })).status === 401);
   });
 
   /** The accessible label of the element that has the keyboard focus. */

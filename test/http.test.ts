@@ -20,10 +20,10 @@ describe('HTTP hygiene', () => {
   });
 
   test('a known path with the wrong method is an invalid endpoint: 404, with Allow naming the methods it takes', async () => {
-    const reply = await call(lipa.url, 'DELETE', '/api/v1/authorization');
+    const reply = await call(lipa.url, 'PUT', '/api/v1/authorization', { body: {} });
     assert.equal(reply.status, 404);
     assert.equal(reply.body.error.code, 'not_found');
-    assert.equal(reply.headers.get('allow'), 'POST');
+    assert.equal(reply.headers.get('allow'), 'POST, DELETE');
     const create = await call(lipa.url, 'GET', '/api/public/v1/merchant-payments');
     assert.equal(create.status, 404);
     assert.equal(create.headers.get('allow'), 'POST');

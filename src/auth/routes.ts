@@ -1,8 +1,11 @@
+import { Type } from 'typebox';
 import type { AppContext } from '../context.js';
 import type { Audience } from '../db/schema.js';
+import { bearerToken, requireSession } from '../http/bearer.js';
 import { perIpLimit, WindowLimiter } from '../http/rate-limit.js';
-import { errors } from '../http/schemas.js';
+import { bearerAuth, errors } from '../http/schemas.js';
 import type { App } from '../http/types.js';
+import { sha256Hex } from '../security/tokens.js';
 import { confirmMockOtp, confirmOtp } from './confirm.js';
 import { startLogin } from './login.js';
 import { ConfirmBody, LoginBody, LoginResponse, TokenResponse } from './schemas.js';
@@ -53,5 +56,24 @@ export function registerAuthRoutes(app: App, ctx: AppContext, audience: Audience
       },
     },
     async (request) => (audience === 'main' ? confirmOtp(ctx, request.body) : confirmMockOtp(ctx, request.body)),
+  );
+
+  app.delete(
+    '/api/v1/authorization',
+    {
+      onRequest: requireSession(ctx, 'any', audience),
+      schema: {
+        tags,
+        security: bearerAuth,
+        summary: 'Log out: the bearer token stops working at once (Lipa addition)',
+        response: { 204: Type.Null(), ...errors(401) },
+      },
+    },
+    async (request, reply) => {
+      // requireSession admitted the token, so it is there.
+      const hash = sha256Hex(bearerToken(request) ?? '');
+      await ctx.store.write((tx) => tx.deleteFrom('sessions').where('token_hash', '=', hash).execute());
+      return reply.code(204).send(null);
+    },
   );
 }

@@ -6,7 +6,7 @@ import { AppError } from './errors.js';
 
 const CHALLENGE = { 'WWW-Authenticate': 'Bearer' };
 
-function bearerToken(request: FastifyRequest): string | null {
+export function bearerToken(request: FastifyRequest): string | null {
   const header = request.headers.authorization;
   if (!header) return null;
   const match = /^Bearer +([^\s]+)\s*$/i.exec(header);

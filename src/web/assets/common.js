@@ -21,6 +21,11 @@ export async function api(method, path, { body, token, headers } = {}) {
   return { status: response.status, body: parsed };
 }
 
+/** Logs the token out on the server, so that a copy of it stops working too (the page forgets it either way). */
+export function endSession(token) {
+  return api('DELETE', '/api/v1/authorization', { token }).catch(() => null);
+}
+
 /** The message of an API error body, or a fallback; waits in seconds said in words. */
 export function errorText(reply, fallback = 'Something went wrong.') {
   return inWords(reply?.body?.error?.message ?? reply?.body?.message ?? fallback);

@@ -6,6 +6,7 @@ import {
   $,
   api,
   el,
+  endSession,
   errorText,
   field,
   loginFlow,
@@ -88,7 +89,15 @@ async function start() {
       'p',
       {},
       el('span', { class: 'muted', text: `${me.name} · ${me.login} ` }),
-      el('button', { type: 'button', class: 'secondary', text: 'Sign out', onclick: () => signOut('You signed out.', 'notice') }),
+      el('button', {
+        type: 'button',
+        class: 'secondary',
+        text: 'Sign out',
+        onclick: () => {
+          void endSession(token);
+          signOut('You signed out.', 'notice');
+        },
+      }),
     ),
   });
 }

@@ -3,7 +3,7 @@
 // header, so there is no cookie for a cross-site request to ride on), and drives the wallet
 // API: balance, pending requests (refreshed every 2 s), approve with PIN, decline, history.
 // Every string from the API reaches the page through textContent (el's `text` and children).
-import { $, api, el, errorText, loginFlow, money, session, show, statusBadge } from './common.js';
+import { $, api, el, endSession, errorText, loginFlow, money, session, show, statusBadge } from './common.js';
 
 const TOKEN_KEY = 'lipa.wallet.token';
 const REFRESH_MS = 2000;
@@ -334,7 +334,10 @@ function renderHistory(list) {
 document.addEventListener('visibilitychange', () => {
   if (!document.hidden) void refresh();
 });
-$('#sign-out').addEventListener('click', () => signOut());
+$('#sign-out').addEventListener('click', () => {
+  if (token) void endSession(token);
+  signOut();
+});
 
 if (token) showWallet();
 else showSignIn();
