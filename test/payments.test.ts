@@ -725,6 +725,25 @@ describe('no_user payments expire', () => {
     );
   });
 
+  test('from expiresAt on, status and a repeated create answer expired, without waiting for the sweep; one event', async () => {
+    for (const phone of [unregisteredPhone(), (await createPayer(lipa, { phone: unregisteredPhone() })).phone]) {
+      const body = paymentBody(merchant, { payer: { method: 'phone', value: phone } });
+      const created = await create(client, body);
+      assert.equal(created.status, 201, JSON.stringify(created.body));
+      // The sweep runs every 500 ms: 10 ms after expiresAt it has most likely not come by yet.
+      await sleep(Math.max(0, Date.parse(created.body.expiresAt) - Date.now() + 10));
+      const [status, again] = await Promise.all([statusOf(client, created.body.paymentIdentifier), create(client, body)]);
+      assert.equal(status.body.status, 'expired', `${created.body.status}: ${JSON.stringify(status.body)}`);
+      assert.equal(again.status, 200);
+      assert.equal(again.body.status, 'expired');
+      assert.ok(Date.parse(status.body.updatedAt) >= Date.parse(created.body.expiresAt));
+      await sleep(600);
+      const later = await statusOf(client, created.body.paymentIdentifier);
+      assert.equal(later.body.updatedAt, status.body.updatedAt, 'the sweep found nothing left to do');
+      assert.deepEqual(await statusEvents(created.body.paymentIdentifier), ['expired']);
+    }
+  });
+
   test('registering just after expiresAt, before the expiry sweep, does not make it pending', async () => {
     const phone = unregisteredPhone();
     const created = await create(client, paymentBody(merchant, { payer: { method: 'phone', value: phone } }));

@@ -11,6 +11,7 @@ import { randomId } from '../security/tokens.js';
 import { paymentPrompt } from '../wallet/prompt.js';
 import type { CreatePaymentBody } from './schemas.js';
 import { consumeNonce, type Signer } from './signed-request.js';
+import { movePayment } from './transitions.js';
 
 /** The largest single payment, in major units (CONTRACT §6). */
 export const MAX_PAYMENT = 250_000;
@@ -112,7 +113,7 @@ export async function createPayment(ctx: AppContext, signer: Signer, body: Body)
   const outcome = await ctx.store.write(async (tx) => {
     await consumeNonce(tx, signer);
     const existing = await findByOrder(tx, body.terminalId, body.orderId);
-    if (existing) return existing;
+    if (existing) return expiredIfDue(tx, existing, now);
     if (row.status === 'no_user') {
       // A wallet registered for this phone since the lookup above must not leave the payment
       // waiting as no_user: look again under the phone's lock (createPayer takes it too).
@@ -156,9 +157,20 @@ export async function findPayment(ctx: AppContext, signer: Signer, paymentIdenti
     const { rows } = await hotQuery(tx, 'payment-status.select', [paymentIdentifier, signer.merchantId], () =>
       tx.selectFrom('payments').selectAll().where('id', '=', paymentIdentifier).where('merchant_id', '=', signer.merchantId),
     );
-    return rows[0];
+    return rows[0] && expiredIfDue(tx, rows[0], ctx.now());
   });
   signer.nonceRecorded = true;
   if (!payment) throw new AppError('not_found', `No payment ${paymentIdentifier}.`);
   return payment;
+}
+
+/**
+ * The payment as it stands. Past its expiry a pending payment can only become expired: it
+ * does so now, rather than being answered as pending until the sweep comes by. The move is
+ * conditional, so it happens once however many requests, sweeps and instances race it.
+ */
+async function expiredIfDue(tx: Tx, payment: PaymentTable, now: number): Promise<PaymentTable> {
+  if ((payment.status !== 'pending' && payment.status !== 'no_user') || payment.expires_at > now) return payment;
+  const moved = await movePayment(tx, payment.id, { to: 'expired' }, now);
+  return moved ?? tx.selectFrom('payments').selectAll().where('id', '=', payment.id).executeTakeFirstOrThrow();
 }
