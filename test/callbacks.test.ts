@@ -245,6 +245,27 @@ describe('callback delivery: retries, back-off, redelivery, body and signature',
     }
   });
 
+  test('callbackUrl and resultUrl written two ways but the same URL (scheme case, default port): one delivery', async () => {
+    const receiver = await startReceiver();
+    try {
+      const merchant = await merchantWithPos(lipa, { resultUrl: `${receiver.url}/same?a=1` });
+      const payment = await pay(clientFor(lipa.url, merchant), merchant, `${receiver.url.replace('http:', 'HTTP:')}/same?a=1`);
+      await receiver.waitFor(1);
+      const { event } = await waitForDelivery(
+        lipa.url,
+        merchant.token,
+        payment.paymentIdentifier,
+        `${receiver.url.replace('http:', 'HTTP:')}/same?a=1`,
+        (d) => d.status === 'delivered',
+      );
+      assert.equal(event.deliveries.length, 1, JSON.stringify(event.deliveries.map((d: { url: string }) => d.url)));
+      await sleep(500);
+      assert.equal(receiver.received.length, 1, 'the receiver got the event once');
+    } finally {
+      await receiver.close();
+    }
+  });
+
   test('a receiver that never answers 2xx: still pending, next attempt in the future, last error kept', async () => {
     const receiver = await startReceiver();
     try {

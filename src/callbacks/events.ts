@@ -30,7 +30,9 @@ export async function enqueueStatusEvent(tx: Tx, payment: PaymentTable, resultUr
       created_at: now,
     })
     .execute();
-  const urls = [...new Set([payment.callback_url, resultUrl])];
+  // "Also to the POS resultUrl when it is a different URL" (CONTRACT §7): the same URL written
+  // another way (scheme or host case, the default port) is not a different one.
+  const urls = sameUrl(payment.callback_url, resultUrl) ? [payment.callback_url] : [payment.callback_url, resultUrl];
   await tx
     .insertInto('callback_deliveries')
     .values(
@@ -49,4 +51,14 @@ export async function enqueueStatusEvent(tx: Tx, payment: PaymentTable, resultUr
     )
     .execute();
   return eventId;
+}
+
+/** Whether two absolute URLs are the same once normalised as WHATWG URL does (case of scheme and host, default port, dot segments). */
+export function sameUrl(a: string, b: string): boolean {
+  if (a === b) return true;
+  try {
+    return new URL(a).href === new URL(b).href;
+  } catch {
+    return false;
+  }
 }
