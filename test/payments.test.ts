@@ -355,6 +355,10 @@ describe('payment request validation', () => {
     { name: 'orderId with a NUL-like control character', path: 'orderId', value: 'order-1\u0007' },
     { name: 'orderId with a Unicode line separator', path: 'orderId', value: 'order-1\u2028X' },
     { name: 'description with an escape character', path: 'description', value: 'Two\u001b[2J items' },
+    // Direction overrides and isolates reorder what follows them on the payer's screen.
+    { name: 'orderId with a right-to-left override', path: 'orderId', value: 'o\u202Eabc' },
+    { name: 'description with a right-to-left override', path: 'description', value: 'Refund of KES 1.00\u202E' },
+    { name: 'description with a left-to-right isolate', path: 'description', value: 'Tea \u2066x\u2069' },
   ];
 
   for (const c of cases) {

@@ -161,6 +161,7 @@ describe('points of sale (endpoint 4)', () => {
       { field: 'posCompanyName', label: 'null', value: null },
       { field: 'posCompanyName', label: 'with a line break (it is one line on pages and prompts)', value: 'Duka\nLimited' },
       { field: 'posCompanyName', label: 'with a bell character', value: 'Duka\u0007' },
+      { field: 'posCompanyName', label: 'with a right-to-left override', value: 'Duka \u202E00.1 SEK ' },
       { field: 'description', label: 'with an escape sequence', value: 'Fresh \u001b[31mfood' },
       { field: 'description', label: 'a number', value: 7 },
       { field: 'description', label: 'an object', value: { text: 'x' } },

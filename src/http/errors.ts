@@ -66,12 +66,17 @@ export class AppError extends Error {
   }
 }
 
-/** Control characters (C0, DEL, C1) and the Unicode line and paragraph separators. */
-const CONTROL = /[\p{Cc}\p{Zl}\p{Zp}]/u;
-/** Control characters but tab, line feed and carriage return: free text may have lines. */
-const CONTROL_BUT_LINES = /(?![\t\n\r])\p{Cc}/u;
+/**
+ * Control characters (C0, DEL, C1), the Unicode line and paragraph separators, and the
+ * bidirectional embeddings, overrides and isolates (U+202A–U+202E, U+2066–U+2069): these
+ * reorder the text shown after them, so "KES 1.00" could be made to read otherwise on the
+ * wallet's approve card. (The plain direction marks, U+200E/U+200F, reorder nothing and pass.)
+ */
+const CONTROL = /[\p{Cc}\p{Zl}\p{Zp}\u202A-\u202E\u2066-\u2069]/u;
+/** The same but tab, line feed and carriage return: free text may have lines. */
+const CONTROL_BUT_LINES = /(?![\t\n\r])[\p{Cc}\u202A-\u202E\u2066-\u2069]/u;
 
-/** Whether a text has control characters: any in a `line`, any but tab and line breaks in `text`. */
+/** Whether a text has control characters (direction overrides included): any in a `line`, any but tab and line breaks in `text`. */
 export function hasControlCharacters(value: string, kind: 'line' | 'text'): boolean {
   return kind === 'line' ? CONTROL.test(value) : CONTROL_BUT_LINES.test(value);
 }
@@ -87,7 +92,9 @@ export function assertText(field: string, value: string | undefined, kind: 'line
   if (hasControlCharacters(value, kind === 'name' ? 'line' : kind))
     throw validationError(
       field,
-      kind === 'text' ? 'must not contain control characters other than tab and line breaks' : 'must not contain control characters',
+      kind === 'text'
+        ? 'must not contain control characters (direction overrides included) other than tab and line breaks'
+        : 'must not contain control characters (direction overrides included)',
     );
 }
 

@@ -43,7 +43,8 @@ function validateEmail(m: Record<string, unknown>): ValidMessage | Refusal {
   if (/[,;]/.test(m.email)) return bad('email', 'message.email takes exactly one recipient address.');
   if (typeof m.subject !== 'string' || m.subject.trim() === '') return bad('email', 'message.subject is required.');
   if (m.subject.length > LIMITS.subject) return bad('email', `message.subject must be at most ${LIMITS.subject} characters.`);
-  if (hasControlCharacters(m.subject, 'line')) return bad('email', 'message.subject must be one line, without control characters.');
+  if (hasControlCharacters(m.subject, 'line'))
+    return bad('email', 'message.subject must be one line, without control characters or direction overrides.');
   const contentType = m.content_type ?? 'text';
   if (contentType !== 'text' && contentType !== 'html') return bad('email', 'message.content_type must be "text" or "html".');
   const content = m.content as string;
