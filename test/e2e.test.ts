@@ -561,6 +561,24 @@ describe('pages end to end in Chromium', () => {
     }
   });
 
+  test('the API explorer at /docs renders every operation under its CSP, and refuses to be framed', async () => {
+    const page = await operator.newPage();
+    const refused: string[] = [];
+    page.on('console', (message) => {
+      if (message.type() === 'error') refused.push(message.text());
+    });
+    const reply = await page.goto(`${lipa.url}/docs`);
+    const headers = reply?.headers() ?? {};
+    assert.match(headers['content-security-policy'] ?? '', /frame-ancestors 'none'/);
+    assert.equal(headers['x-frame-options'], 'DENY');
+    await page.locator('.swagger-ui .info .title').waitFor();
+    const spec = (await call(lipa.url, 'GET', '/openapi.json')).body;
+    const operations = Object.values(spec.paths as Record<string, object>).reduce((n, methods) => n + Object.keys(methods).length, 0);
+    assert.equal(await page.locator('.opblock').count(), operations, 'every operation listed');
+    assert.deepEqual(refused, [], 'nothing refused by the policy');
+    await page.close();
+  });
+
   test('admin: the operator sees merchants, payers and the outbox, OTPs newest first', async () => {
     const page = await operator.newPage();
     await page.goto(`${lipa.url}/admin`);

@@ -34,6 +34,16 @@ describe('HTTP hygiene', () => {
     assert.equal(messages.headers.get('allow'), 'POST');
   });
 
+  test('/docs is sent with a content security policy and may not be framed', async () => {
+    const reply = await call(lipa.url, 'GET', '/docs/');
+    assert.equal(reply.status, 200);
+    const policy = reply.headers.get('content-security-policy') ?? '';
+    assert.match(policy, /frame-ancestors 'none'/);
+    assert.match(policy, /script-src 'self'/);
+    assert.doesNotMatch(policy, /upgrade-insecure-requests/, 'staging serves it over plain http');
+    assert.equal(reply.headers.get('x-frame-options'), 'DENY');
+  });
+
   test('a safe incoming X-Request-Id is kept; an unsafe one is replaced', async () => {
     const kept = await call(lipa.url, 'GET', '/health', { headers: { 'x-request-id': 'abc-123' } });
     assert.equal(kept.headers.get('x-request-id'), 'abc-123');
