@@ -25,7 +25,8 @@ async function walletBalance(lipa: Lipa, phone: string): Promise<number | undefi
 describe('operator API (CONTRACT §2)', () => {
   let lipa: Lipa;
   before(async () => {
-    lipa = await startLipa();
+    // The 401 test below sends 21 wrong tokens; the guessing limit has its own test.
+    lipa = await startLipa({ RATE_LIMIT_LOGIN_FAILURES: '50' });
   });
   after(() => lipa.close());
 
@@ -120,6 +121,25 @@ describe('operator API (CONTRACT §2)', () => {
     assert.equal(await walletBalance(lipa, phone), 500);
     assert.equal(await walletBalance(lipa, '254799999999'), undefined);
     assert.deepEqual(await lipa.ctx.store.db.selectFrom('merchants').select('id').where('login', '=', loginName).execute(), []);
+  });
+
+  test('guessing the operator token: after RATE_LIMIT_LOGIN_FAILURES wrong ones an IP gets 429, even with the right one', async () => {
+    const guarded = await startLipa({ RATE_LIMIT_LOGIN_FAILURES: '3' });
+    try {
+      const outbox = (authorization?: string) =>
+        call(guarded.url, 'GET', '/api/v1/admin/outbox', { headers: authorization ? { authorization } : {} });
+      for (let i = 0; i < 5; i++) assertError(await outbox(), 401, 'unauthorized'); // no token: no guess
+      assert.equal((await outbox(`Bearer ${ADMIN_TOKEN}`)).status, 200);
+      for (let i = 0; i < 3; i++) assertError(await outbox(`Bearer guess-${i}-0123456789abcdef`), 401, 'unauthorized');
+      for (const authorization of ['Bearer guess-3-0123456789abcdef', `Bearer ${ADMIN_TOKEN}`]) {
+        const limited = await outbox(authorization);
+        assertError(limited, 429, 'rate_limited');
+        const retryAfter = Number(limited.headers.get('retry-after'));
+        assert.ok(retryAfter > 800 && retryAfter <= 900, `Retry-After ${retryAfter}`);
+      }
+    } finally {
+      await guarded.close();
+    }
   });
 
   test('POST /admin/payers answers 201 {payerId, phone, balance}; balance is optional (0)', async () => {

@@ -3,6 +3,7 @@ import type { AppContext } from '../context.js';
 import type { Audience, SubjectType } from '../db/schema.js';
 import { safeEqual, sha256Hex } from '../security/tokens.js';
 import { AppError } from './errors.js';
+import { WindowLimiter } from './rate-limit.js';
 
 const CHALLENGE = { 'WWW-Authenticate': 'Bearer' };
 
@@ -37,11 +38,28 @@ export function requireSession(ctx: AppContext, kind: SubjectType | 'any', audie
   };
 }
 
-/** An onRequest hook for the operator API: the bearer token must be ADMIN_TOKEN. */
+/** How long a client IP's failed operator-token tries are counted. */
+const ADMIN_FAILURE_WINDOW_MS = 15 * 60_000;
+const adminFailures = new WeakMap<AppContext, WindowLimiter>();
+
+/**
+ * An onRequest hook for the operator API: the bearer token must be ADMIN_TOKEN. A client IP
+ * that sent a wrong one RATE_LIMIT_LOGIN_FAILURES times in 15 minutes gets 429 until the
+ * window ends, even with the right one: the token cannot be guessed online.
+ */
 export function requireAdmin(ctx: AppContext) {
+  let failures = adminFailures.get(ctx);
+  if (!failures) {
+    failures = new WindowLimiter(ctx.config.rateLimitLoginFailures, ADMIN_FAILURE_WINDOW_MS, ctx.now);
+    adminFailures.set(ctx, failures);
+  }
+  const limiter = failures;
   return async (request: FastifyRequest): Promise<void> => {
+    limiter.check(request.ip);
     const token = bearerToken(request);
     if (!token || !safeEqual(token, ctx.config.adminToken)) {
+      // A request without any credentials guesses nothing; one with a wrong one counts.
+      if (request.headers.authorization !== undefined) limiter.hit(request.ip);
       throw new AppError('unauthorized', 'The operator API needs Authorization: Bearer <ADMIN_TOKEN>.', undefined, CHALLENGE);
     }
   };

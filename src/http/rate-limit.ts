@@ -30,6 +30,15 @@ export class WindowLimiter {
     window.count++;
   }
 
+  /** Throws 429 with Retry-After when the key's window is full, without counting a hit. */
+  check(key: string): void {
+    const now = this.now();
+    const window = this.windows.get(key);
+    if (window && now - window.start < this.windowMs && window.count >= this.limit) {
+      throw tooManyRequests(window.start + this.windowMs - now);
+    }
+  }
+
   private sweep(now: number): void {
     for (const [key, window] of this.windows) {
       if (now - window.start >= this.windowMs) this.windows.delete(key);
