@@ -30,7 +30,10 @@ export const API_VERSION = '1.0.0';
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
 
 export async function buildApp(ctx: AppContext): Promise<App> {
-  const app = createServer(ctx.log, { messagingKeyValid: async (request) => (await messagingKeyOf(ctx, request)) !== null });
+  const app = createServer(ctx.log, {
+    messagingKeyValid: async (request) => (await messagingKeyOf(ctx, request)) !== null,
+    strictTransport: ctx.config.env === 'production',
+  });
   await app.register(swagger, {
     transform: ({ schema, url, route }) => {
       // Routes that describe their answers without a response schema (the messaging API).

@@ -355,6 +355,19 @@ describe('Sessions in production', () => {
   });
   after(() => lipa.close());
 
+  test('every answer tells browsers to use https only (HSTS); staging answers do not', async () => {
+    for (const path of ['/health', '/wallet', '/api/v1/categories']) {
+      const reply = await call(lipa.url, 'GET', path);
+      assert.equal(reply.headers.get('strict-transport-security'), 'max-age=31536000', path);
+    }
+    const staging = await startLipa();
+    try {
+      assert.equal((await call(staging.url, 'GET', '/health')).headers.get('strict-transport-security'), null);
+    } finally {
+      await staging.close();
+    }
+  });
+
   test('the staging OTP is refused; the OTP really sent works', async () => {
     const merchant = await createMerchant(lipa);
     const { otp } = await loginForOtp(lipa, merchant.login, merchant.password, merchant.login);

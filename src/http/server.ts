@@ -54,6 +54,11 @@ const isMessagingPath = (path: string) => path === '/api/messages' || path.start
 export interface ServerOptions {
   /** Whether a request's api_key header names a live messaging key (endpoint 8 authenticates before its 404). */
   messagingKeyValid?: (request: FastifyRequest) => Promise<boolean>;
+  /**
+   * Production: browsers are told to use https only for a year (HSTS). Production is served
+   * over https (PUBLIC_BASE_URL), and a browser ignores the header on plain http.
+   */
+  strictTransport?: boolean;
 }
 
 export function createServer(logger: FastifyBaseLogger, options: ServerOptions = {}): App {
@@ -173,6 +178,7 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
     reply.header('x-request-id', request.id);
     reply.header('x-content-type-options', 'nosniff');
     reply.header('referrer-policy', 'no-referrer');
+    if (options.strictTransport) reply.header('strict-transport-security', 'max-age=31536000');
     if (request.url.startsWith('/api/')) reply.header('cache-control', 'no-store');
     // HTTP/1.1 needs exactly one Host (RFC 9112 §3.2), and merchants sign the host they called.
     if (request.raw.httpVersion !== '1.0' && hostCount(request.raw.rawHeaders) !== 1) {
