@@ -172,7 +172,12 @@ describe('dashboard and console API', () => {
       for (const bad of ['0', '201', '999', '1000', 'ten', '-1', '1.5', '']) {
         assertError(await list(`?limit=${bad}`), 422, 'validation_failed', 'limit');
       }
-      assertError(await list('?status=lost'), 422, 'validation_failed', 'status');
+      const lost = await list('?status=lost');
+      assertError(lost, 422, 'validation_failed', 'status');
+      assert.deepEqual(lost.body.error.details, [
+        { field: 'status', message: 'must be one of: pending, no_user, paid, declined, expired' },
+      ]);
+      assert.equal(lost.body.error.message, 'status must be one of: pending, no_user, paid, declined, expired');
       assertError(await list(`?orderId=${'x'.repeat(129)}`), 422, 'validation_failed', 'orderId');
     });
 

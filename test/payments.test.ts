@@ -107,6 +107,8 @@ function assertValidation(reply: { status: number; body: Json }, field: string) 
   const fields: string[] = (reply.body.error.details ?? []).map((d: { field: string }) => d.field);
   assert.ok(fields.length > 0, `no details in ${JSON.stringify(reply.body)}`);
   assert.deepEqual([...new Set(fields)], [field], `details name ${field}: ${JSON.stringify(reply.body.error)}`);
+  const said = (reply.body.error.details as { message: string }[]).map((d) => d.message);
+  assert.equal(new Set(said).size, said.length, `each complaint once: ${JSON.stringify(said)}`);
 }
 
 describe('creating a payment and reading its status', () => {

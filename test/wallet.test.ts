@@ -162,6 +162,9 @@ describe('wallet: reading the wallet and its payments', () => {
     assert.equal(shown.status, 'pending');
     assert.equal(shown.expiresAt, first.expiresAt);
 
+    const noUser = await call(lipa.url, 'GET', '/api/v1/wallet/payments?status=no_user', { token: bobToken });
+    assert.equal(noUser.status, 422, noUser.text);
+    assert.deepEqual(noUser.body.error.details, [{ field: 'status', message: 'must be one of: pending, paid, declined, expired' }]);
     const bobsList = await call(lipa.url, 'GET', '/api/v1/wallet/payments?status=pending', { token: bobToken });
     assert.deepEqual(
       bobsList.body.map((p: { paymentIdentifier: string }) => p.paymentIdentifier),

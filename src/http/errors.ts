@@ -126,8 +126,12 @@ const FORMAT_SAYS: Record<string, string> = {
 };
 
 /** A validation failure in words: a pattern's own sentence (patternString), a format's, or ajv's. */
+/** "must be one of: pending, paid, declined" */
+const oneOf = (values: readonly unknown[]): string => `must be one of: ${values.map((v) => String(v)).join(', ')}`;
+
 function plainMessage(v: { keyword: string; params: unknown; message?: string }): string {
-  const params = v.params as { pattern?: string; format?: string } | undefined;
+  const params = v.params as { pattern?: string; format?: string; allowedValues?: unknown[] } | undefined;
+  if (v.keyword === 'enum' && params?.allowedValues) return oneOf(params.allowedValues);
   const said =
     v.keyword === 'pattern' && params?.pattern !== undefined
       ? whatPatternSays(params.pattern)
@@ -142,11 +146,27 @@ export function toAppError(error: FastifyError | Error): AppError {
   if (error instanceof AppError) return error;
   const fastifyError = error as FastifyError;
   if (fastifyError.validation) {
-    const details = fastifyError.validation.map((v) => {
+    const fieldOf = (instancePath: string, missing?: string) =>
+      [instancePath.replace(/^\//, '').replaceAll('/', '.'), missing].filter(Boolean).join('.') || fastifyError.validationContext || 'body';
+    // A choice of constants (anyOf of const) fails once per constant: say the choice once.
+    const allowed = new Map<string, unknown[]>();
+    for (const v of fastifyError.validation) {
+      if (v.keyword !== 'const') continue;
+      const values = allowed.get(v.instancePath) ?? [];
+      values.push((v.params as { allowedValue?: unknown }).allowedValue);
+      allowed.set(v.instancePath, values);
+    }
+    const details: FieldError[] = [];
+    for (const v of fastifyError.validation) {
       const missing = (v.params as { missingProperty?: string } | undefined)?.missingProperty;
-      const path = [v.instancePath.replace(/^\//, '').replaceAll('/', '.'), missing].filter(Boolean).join('.');
-      return { field: path || fastifyError.validationContext || 'body', message: missing ? 'is required' : plainMessage(v) };
-    });
+      const choice = v.keyword === 'anyOf' ? allowed.get(v.instancePath) : undefined;
+      if (v.keyword === 'const' && fastifyError.validation.some((o) => o.keyword === 'anyOf' && o.instancePath === v.instancePath))
+        continue;
+      const message = missing ? 'is required' : choice ? oneOf(choice) : plainMessage(v);
+      const field = fieldOf(v.instancePath, missing);
+      // The same complaint about the same field (two checks of one rule) is said once.
+      if (!details.some((d) => d.field === field && d.message === message)) details.push({ field, message });
+    }
     const first = details[0];
     const message = first ? `${first.field} ${first.message}` : 'The request is invalid.';
     return new AppError('validation_failed', message, details);
