@@ -221,6 +221,19 @@ describe('HTTP hygiene', () => {
     const openapi = await call(lipa.url, 'GET', '/openapi.json');
     assert.equal(openapi.status, 200);
     assert.equal(openapi.body.openapi, '3.0.3');
+    // Only OpenAPI 3.0 schema keywords: 3.1's (numeric exclusiveMinimum, const, …) break 3.0 tools.
+    const keywords: string[] = [];
+    const walk = (node: unknown, path: string): void => {
+      if (node === null || typeof node !== 'object') return;
+      for (const [key, value] of Object.entries(node)) {
+        if (['exclusiveMinimum', 'exclusiveMaximum'].includes(key) && typeof value !== 'boolean') keywords.push(`${path}.${key}`);
+        if (['const', 'prefixItems', '$defs', 'unevaluatedProperties'].includes(key) || (key === 'type' && Array.isArray(value)))
+          keywords.push(`${path}.${key}`);
+        walk(value, `${path}.${key}`);
+      }
+    };
+    walk(openapi.body.paths, 'paths');
+    assert.deepEqual(keywords, [], 'OpenAPI 3.1-only keywords in a 3.0.3 document');
     for (const path of [
       '/api/v1/authorization',
       '/api/v1/authorization/confirm',

@@ -5,7 +5,7 @@ import { patternString } from '../http/schemas.js';
 export const Phone = patternString('^[0-9]{8,15}$', 'must be 8 to 15 digits with the country code, no plus sign', {
   description: 'Digits with country code, no plus sign',
 });
-export const Amount = Type.Number({ exclusiveMinimum: 0, description: 'Major units (KES), at most 2 decimals' });
+export const Amount = Type.Number({ minimum: 0.01, description: 'Major units (KES), more than 0, at most 2 decimals' });
 
 export const CreateMerchantBody = Type.Object({
   login: Type.String({ format: 'email', maxLength: 254 }),
