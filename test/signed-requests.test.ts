@@ -372,11 +372,19 @@ describe('signed requests: every check of CONTRACT §5, each its own 403', () =>
     assertRefused(await post(lipa.url, STATUS, swapped, body), 'signature_mismatch');
   });
 
-  test('a nonce of 11 or 129 characters, or with a control character → 403 invalid_nonce', async () => {
+  test('a nonce of 11 or 129 characters, with a control character or not ASCII → 403 invalid_nonce', async () => {
     for (const path of [CREATE, STATUS]) {
-      // Of the control characters only a tab can travel inside an HTTP header value (fetch and
-      // Node's parser refuse the others before they reach the service).
-      for (const nonce of ['a'.repeat(11), 'b'.repeat(129), 'abcdef\tghijklmn', `${'c'.repeat(64)}\t${'d'.repeat(63)}`]) {
+      // Of the C0 controls only a tab can travel inside an HTTP header value (fetch and Node's
+      // parser refuse the others before they reach the service); a byte above 0x7F arrives as
+      // a Latin-1 character: é, or the C1 control U+0085.
+      for (const nonce of [
+        'a'.repeat(11),
+        'b'.repeat(129),
+        'abcdef\tghijklmn',
+        `${'c'.repeat(64)}\t${'d'.repeat(63)}`,
+        'abcdefghijkl\u00e9\u00e9',
+        'abcdefghijkl\u0085',
+      ]) {
         const { reply } = await send(lipa, key, { path, body: bodyFor(path), sign: { nonce } });
         assertRefused(reply, 'invalid_nonce');
       }

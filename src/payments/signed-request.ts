@@ -98,9 +98,10 @@ export function signedRequests(ctx: AppContext) {
     if (!/^[0-9]{1,12}$/.test(timestamp) || Math.abs(Math.floor(now / 1000) - Number(timestamp)) > TIMESTAMP_WINDOW_SECONDS) {
       throw refuse('stale_timestamp', `X-Service-Timestamp must be Unix seconds within ${TIMESTAMP_WINDOW_SECONDS} s of the server clock.`);
     }
-    // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused
-    if (nonce.length < 12 || nonce.length > 128 || /[\u0000-\u001f\u007f]/.test(nonce)) {
-      throw refuse('invalid_nonce', 'X-Service-Nonce must be 12 to 128 characters with no control characters.');
+    // Printable ASCII only: a header's other bytes read one way here (Latin-1) and maybe
+    // another way where they were signed (UTF-8), so such a nonce could never verify.
+    if (nonce.length < 12 || nonce.length > 128 || /[^\x20-\x7e]/.test(nonce)) {
+      throw refuse('invalid_nonce', 'X-Service-Nonce must be 12 to 128 printable ASCII characters (no control characters).');
     }
 
     const secret = secrets.open(key.secret_enc, keyId);
