@@ -1,79 +1,19 @@
-import type { FastifyBaseLogger } from 'fastify';
-import { buildApp, buildMockApp } from './app.js';
-import { type Config, ConfigError, loadConfig } from './config.js';
-import { createContext } from './context.js';
-import { openDatabase } from './db/database.js';
-import { startBackground } from './jobs/background.js';
-import { createLogger } from './logger.js';
-import { createTransports } from './messaging/transports/index.js';
+// The program. Signal handlers come first, before the service's modules load: a SIGTERM that
+// arrives while it starts (loading, migrating) ends it with exit code 0, as one that arrives
+// later does after draining, never with the default 143. Nothing is being served yet then, and
+// anything half done (a migration's transaction) is rolled back, as after a crash.
+let stop: ((signal: string) => Promise<void>) | null = null;
 
-async function main(): Promise<void> {
-  let config: ReturnType<typeof loadConfig>;
-  try {
-    config = loadConfig();
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      process.stderr.write(`lipa: configuration error: ${error.message}\n`);
-      process.exit(1);
-    }
-    throw error;
+function onSignal(signal: NodeJS.Signals): void {
+  if (stop) {
+    void stop(signal);
+    return;
   }
-
-  const log = createLogger(config.logLevel);
-  // What the environment refuses (the database unreachable, a port taken, a host unknown) is
-  // one line too, as a configuration error is, not a stack trace.
-  const started = await start(config, log).catch((error: unknown) => {
-    process.stderr.write(`lipa: cannot start: ${(error as Error).message}\n`);
-    process.exit(1);
-  });
-  const { store, ctx, app, mock, background } = started;
-  log.info({ env: config.env, database: store.dialect, mock: mock !== null }, 'lipa started');
-  if (config.env === 'production' && (config.smtpUrl === null || config.smppUrl === null)) {
-    // The embedded outbox hides login codes from operators in production: without a real
-    // transport, a merchant (email) or a payer (SMS) cannot receive one.
-    log.warn(
-      { smtp: config.smtpUrl !== null, smpp: config.smppUrl !== null },
-      'production without SMTP_URL or SMPP_URL: login codes of that channel reach no one',
-    );
-  }
-  if (config.adminTokenGenerated) {
-    // Staging convenience (CONTRACT §1): the generated operator token, outside the JSON log.
-    process.stderr.write(`lipa: ADMIN_TOKEN for this run: ${config.adminToken}\n`);
-  }
-
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    log.info({ signal }, 'draining');
-    // Listeners stop accepting, in-flight requests finish, then background work and the database.
-    // A keep-alive connection whose request was in flight becomes idle once answered: close it
-    // then, rather than when its client or the keep-alive timeout (72 s) ends it.
-    const sweep = setInterval(() => {
-      app.server.closeIdleConnections();
-      mock?.server.closeIdleConnections();
-    }, 100);
-    await Promise.all([app.close(), mock?.close()]);
-    clearInterval(sweep);
-    await background.stop();
-    await ctx.messenger.close();
-    await store.close();
-    log.info('stopped');
-    process.exit(0);
-  };
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
+  process.stderr.write(`lipa: ${signal} while starting; stopped before serving anything\n`);
+  process.exit(0);
 }
+process.on('SIGTERM', onSignal);
+process.on('SIGINT', onSignal);
 
-async function start(config: Config, log: FastifyBaseLogger) {
-  const store = await openDatabase(config.databaseUrl);
-  const ctx = createContext({ config, store, log, transports: createTransports(config, log) });
-  const app = await buildApp(ctx);
-  const mock = config.mockPort !== 0 ? await buildMockApp(ctx) : null;
-  const background = await startBackground(ctx);
-  await app.listen({ port: config.port, host: config.host });
-  if (mock) await mock.listen({ port: config.mockPort, host: config.host });
-  return { store, ctx, app, mock, background };
-}
-
-await main();
+const { main } = await import('./service.js');
+stop = await main();

@@ -110,6 +110,41 @@ describe('the service process', () => {
     }
   });
 
+  test('SIGTERM while it starts (here: its database never answers) exits 0 at once, not 143', async () => {
+    // A PostgreSQL that accepts the connection and then says nothing: start-up waits on it.
+    const silent = createServer(() => undefined);
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const address = silent.address();
+    const dbPort = typeof address === 'object' && address ? address.port : 0;
+    try {
+      const child = spawn(process.execPath, MAIN, {
+        env: {
+          PATH: process.env.PATH ?? '',
+          PORT: String(await freePort()),
+          MOCK_PORT: '0',
+          DATABASE_URL: `postgres://lipa@127.0.0.1:${dbPort}/lipa`,
+          ADMIN_TOKEN,
+        },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      let stderr = '';
+      child.stderr?.on('data', (chunk) => {
+        stderr += chunk;
+      });
+      const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
+        child.on('exit', (code, signal) => resolve({ code, signal })),
+      );
+      // Well past loading the modules, still waiting for the database.
+      const connected = new Promise<void>((resolve) => silent.once('connection', () => resolve()));
+      await connected;
+      child.kill('SIGTERM');
+      assert.deepEqual(await exited, { code: 0, signal: null }, stderr);
+      assert.match(stderr, /^lipa: SIGTERM while starting; stopped before serving anything$/m);
+    } finally {
+      silent.close();
+    }
+  });
+
   test('SIGTERM drains in-flight requests and exits 0', async () => {
     const database = await freshDatabase();
     databases.push(database);
