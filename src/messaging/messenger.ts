@@ -27,7 +27,11 @@ const serverOf = (type: MessageTable['type']): string => (type === 'sms' ? 'the 
 
 /** The longest wait between two tries of a message. */
 const MAX_RETRY_DELAY_MS = 10 * 60_000;
-/** A message being sent is leased; if the sender dies, the lease ends and it is tried again. */
+/**
+ * A message being sent is leased; if the sender dies, the lease ends and it is tried again.
+ * While a send is under way its lease is renewed every third of it, however long the send
+ * takes (a slow mail server), so no other worker sends it meanwhile.
+ */
 const LEASE_MS = 30_000;
 const MAX_IN_FLIGHT = 512;
 /** Receipts that overtake the record of their submission wait this long for it. */
@@ -56,6 +60,10 @@ export type NewMessage = Omit<
 export class Messenger implements Notifier {
   private inFlight = 0;
   private readonly running = new Set<Promise<MessageStatus>>();
+  /** Messages on the wire, whose leases renewLeases() extends; each holds its current lease. */
+  private readonly sending = new Map<string, MessageTable>();
+  private renewTimer: NodeJS.Timeout | null = null;
+  private renewal: Promise<void> = Promise.resolve();
   private readonly earlyReceipts = new Map<string, { receipt: DeliveryReceipt; at: number }>();
 
   constructor(
@@ -65,6 +73,8 @@ export class Messenger implements Notifier {
     private readonly now: () => number = Date.now,
     /** How long after it was stored a message is still worth trying (a login code, a prompt: as long as they are valid). */
     private readonly retryWindowMs: (purpose: string) => number = () => 86_400_000,
+    /** A send's lease (tests shorten it). */
+    private readonly leaseMs = LEASE_MS,
   ) {
     // The receipt is acknowledged to the SMSC only once it is recorded.
     transports.sms?.onReceipt((receipt) => this.applyReceipt(receipt));
@@ -91,7 +101,7 @@ export class Messenger implements Notifier {
       provider_id: null,
       attempts: 0,
       next_attempt_at: now,
-      locked_until: claimed && !embedded ? now + LEASE_MS : 0,
+      locked_until: claimed && !embedded ? now + this.leaseMs : 0,
       last_error: null,
       failure_reason: null,
     };
@@ -155,7 +165,7 @@ export class Messenger implements Notifier {
       if (due.length === 0) return [];
       return tx
         .updateTable('messages')
-        .set({ locked_until: now + LEASE_MS })
+        .set({ locked_until: now + this.leaseMs })
         .where(
           'id',
           'in',
@@ -177,11 +187,21 @@ export class Messenger implements Notifier {
   private async attempt(message: MessageTable): Promise<MessageStatus> {
     let result: SendResult | null = null;
     let error: Error | null = null;
+    this.sending.set(message.id, message);
+    this.renewTimer ??= setInterval(() => void this.renewLeases(), this.leaseMs / 3).unref();
     try {
       result = await this.transmit(message);
     } catch (caught) {
       error = caught as Error;
+    } finally {
+      this.sending.delete(message.id);
+      if (this.sending.size === 0 && this.renewTimer) {
+        clearInterval(this.renewTimer);
+        this.renewTimer = null;
+      }
     }
+    // A renewal under way may still move this lease: record the outcome under the one it leaves.
+    await this.renewal;
     const now = this.now();
     const attempts = message.attempts + 1;
     let status: MessageStatus;
@@ -241,6 +261,34 @@ export class Messenger implements Notifier {
     return status;
   }
 
+  /**
+   * Extends the lease of every message that has been on the wire for a third of a lease or
+   * more, each only if this process still holds it. Without this, a send slower than the
+   * lease (a mail server taking 30 s to answer) would be claimed and sent again by a worker.
+   */
+  private renewLeases(): Promise<void> {
+    const now = this.now();
+    const due = [...this.sending.values()].filter((m) => m.locked_until - now <= (this.leaseMs * 2) / 3);
+    if (due.length === 0) return this.renewal;
+    const renewal = this.store
+      .write(async (tx) => {
+        for (const message of due) {
+          const until = now + this.leaseMs;
+          const renewed = await tx
+            .updateTable('messages')
+            .set({ locked_until: until })
+            .where('id', '=', message.id)
+            .where('locked_until', '=', message.locked_until)
+            .executeTakeFirst();
+          if (Number(renewed.numUpdatedRows) === 1) message.locked_until = until;
+          else this.log.warn({ messageId: message.id }, 'lost the lease of a message being sent');
+        }
+      })
+      .catch((err: unknown) => this.log.error({ err }, 'message leases not renewed'));
+    this.renewal = renewal;
+    return renewal;
+  }
+
   private transmit(message: MessageTable): Promise<SendResult> {
     if (message.type === 'email') {
       const transport = this.transports.email;
@@ -298,6 +346,7 @@ export class Messenger implements Notifier {
   /** Waits for the attempts in progress to be recorded, then closes the transports. */
   async close(): Promise<void> {
     await Promise.allSettled([...this.running]);
+    if (this.renewTimer) clearInterval(this.renewTimer);
     await Promise.all([this.transports.email?.close(), this.transports.sms?.close()]);
   }
 }

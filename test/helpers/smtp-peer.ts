@@ -37,6 +37,8 @@ export interface SmtpPeerOptions {
   failNext?: number;
   /** Listen on this port (e.g. where a service was already told to deliver); default an ephemeral port. */
   port?: number;
+  /** Wait this long after a message's data before answering it (a slow server). */
+  replyDelayMs?: number;
 }
 
 /** A real SMTP server on 127.0.0.1 that parses and records every message it accepts. */
@@ -47,6 +49,8 @@ export interface SmtpPeer {
   received: ReceivedMail[];
   /** Messages still to be answered 451; may be changed between sends. */
   failNext: number;
+  /** How long each message's answer waits; may be changed between sends. */
+  replyDelayMs: number;
   /** Resolves when at least `count` messages have arrived (rejects after `timeoutMs`). */
   waitFor(count: number, timeoutMs?: number): Promise<ReceivedMail[]>;
   close(): Promise<void>;
@@ -69,6 +73,7 @@ export async function startSmtpPeer(options: SmtpPeerOptions = {}): Promise<Smtp
     port: 0,
     received: [],
     failNext: options.failNext ?? 0,
+    replyDelayMs: options.replyDelayMs ?? 0,
     waitFor: async (count, timeoutMs = 10_000) => {
       const deadline = Date.now() + timeoutMs;
       while (peer.received.length < count) {
@@ -134,7 +139,8 @@ export async function startSmtpPeer(options: SmtpPeerOptions = {}): Promise<Smtp
             sessionId: session.id,
             at: Date.now(),
           });
-          callback();
+          if (peer.replyDelayMs > 0) setTimeout(() => callback(), peer.replyDelayMs);
+          else callback();
         })
         .catch((error: unknown) => callback(error instanceof Error ? error : new Error(String(error))));
     },

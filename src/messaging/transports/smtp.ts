@@ -91,6 +91,8 @@ export class SmtpTransport implements EmailTransport {
   readonly name = 'smtp';
   readonly #mailer: Transporter<SMTPPoolSentMessageInfo>;
   readonly #from: string;
+  /** The right-hand side of Message-IDs: the sender's domain. */
+  readonly #idDomain: string;
   /** Strings that must never appear in an error message (the password and its encodings). */
   readonly #secrets: string[];
   readonly #where: string;
@@ -101,6 +103,7 @@ export class SmtpTransport implements EmailTransport {
     const poolSize = options.poolSize ?? 5;
     if (!Number.isInteger(poolSize) || poolSize < 1) throw new Error('SmtpTransport poolSize must be a whole number >= 1');
     this.#from = options.from ?? DEFAULT_FROM;
+    this.#idDomain = /@([^\s<>@]+?)>?\s*$/.exec(this.#from)?.[1] ?? 'lipa.local';
     this.#where = `${target.secure ? 'smtps' : 'smtp'}://${target.host}:${target.port}`;
     this.#secrets = secretForms(target.user, target.pass);
     this.#mailer = nodemailer.createTransport({
@@ -137,6 +140,9 @@ export class SmtpTransport implements EmailTransport {
       to: message.to,
       subject: message.subject,
       headers: { 'X-Lipa-Message-Id': message.id },
+      // The same Message-ID on every try: if a try the server had accepted is sent again (its
+      // answer lost, or the service stopped before recording it), receivers can tell.
+      messageId: `<${message.id}@${this.#idDomain}>`,
       ...(message.contentType === 'html' ? { html: message.content } : { text: message.content }),
     };
     let info: SMTPPoolSentMessageInfo;
