@@ -9,6 +9,8 @@ export interface Config {
   /** 0 = the mock environment listener is off. */
   mockPort: number;
   databaseUrl: string;
+  /** PostgreSQL connections per instance. */
+  databasePoolSize: number;
   adminToken: string;
   /** Whether ADMIN_TOKEN was generated at start (staging); it is printed then. */
   adminTokenGenerated: boolean;
@@ -82,6 +84,7 @@ export function loadConfig(env: Env = process.env): Config {
     port: mainPort,
     mockPort,
     databaseUrl: databaseUrl(env.DATABASE_URL ?? 'file:./data/lipa.sqlite'),
+    databasePoolSize: int(env, 'DATABASE_POOL_SIZE', 20, 1),
     adminToken,
     adminTokenGenerated: !env.ADMIN_TOKEN,
     stagingOtp,

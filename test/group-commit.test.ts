@@ -103,7 +103,7 @@ describe('db.write: atomic units, grouped on SQLite', () => {
 describe('migrations: upgrading a database in use', () => {
   test('005 gives messages that failed before it a reason their sender may read, naming no host', async () => {
     const database = await freshDatabase();
-    const old = await openDatabase(database.url, '004_partial_message_indexes');
+    const old = await openDatabase(database.url, { upTo: '004_partial_message_indexes' });
     const failed = (id: string, type: 'email' | 'sms', last_error: string) => ({
       id,
       merchant_id: null,

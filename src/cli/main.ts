@@ -113,7 +113,7 @@ async function run(argv: string[]): Promise<unknown> {
   }
 
   const config = loadConfig();
-  const store = await openDatabase(config.databaseUrl);
+  const store = await openDatabase(config.databaseUrl, { poolSize: config.databasePoolSize });
   try {
     if (request === null) return { migrated: true, database: store.dialect };
     const app = await buildApp(createContext({ config, store, log: createLogger('warn') }));

@@ -26,12 +26,37 @@ export interface Db {
   close(): Promise<void>;
 }
 
-/** Opens the database and brings its schema up to date (up to `upTo`, a migration's name, in tests of upgrades). */
-export async function openDatabase(url: string, upTo?: string): Promise<Db> {
+export interface OpenOptions {
+  /** PostgreSQL: connections per instance (DATABASE_POOL_SIZE). */
+  poolSize?: number;
+  /** Migrate only up to this migration (tests of upgrades); default all. */
+  upTo?: string;
+}
+
+/** Opens the database and brings its schema up to date. */
+export async function openDatabase(url: string, options: OpenOptions = {}): Promise<Db> {
   // pg is loaded only when used: a SQLite process starts faster without it.
-  const handle = url.startsWith('file:') ? openSqlite(url.slice('file:'.length)) : openPostgres((await import('pg')).default, url);
-  await migrate(handle.db, upTo);
+  const handle = url.startsWith('file:')
+    ? openSqlite(url.slice('file:'.length))
+    : openPostgres((await import('pg')).default, url, options.poolSize ?? 20);
+  await migrate(handle.db, options.upTo);
   return handle;
+}
+
+/** How long /ready waits for the database before it says the service is not ready. */
+const PING_TIMEOUT_MS = 2000;
+
+/** `select 1`, refused after PING_TIMEOUT_MS: a database that does not answer is not ready. */
+async function ping(db: Kysely<Database>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${PING_TIMEOUT_MS} ms`)), PING_TIMEOUT_MS);
+  });
+  try {
+    await Promise.race([sql`select 1`.execute(db), late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 export async function migrate(db: Kysely<Database>, upTo?: string): Promise<string[]> {
@@ -60,9 +85,7 @@ function openSqlite(path: string): Db {
     db,
     dialect: 'sqlite',
     write: (unit) => groupCommit.write(unit),
-    ping: async () => {
-      await sql`select 1`.execute(db);
-    },
+    ping: () => ping(db),
     close: async () => {
       await groupCommit.drain();
       await db.destroy();
@@ -281,8 +304,15 @@ const pgTypes = (driver: typeof pg) => ({
   }) as typeof pg.types.getTypeParser,
 });
 
-function openPostgres(driver: typeof pg, url: string): Db {
-  const pool = new driver.Pool({ connectionString: url, max: 20, types: pgTypes(driver) });
+function openPostgres(driver: typeof pg, url: string, poolSize: number): Db {
+  const pool = new driver.Pool({
+    connectionString: url,
+    max: poolSize,
+    // A request that cannot get a connection within 10 s (all of them held up, say behind a
+    // lock) is answered 500 rather than left waiting for ever.
+    connectionTimeoutMillis: 10_000,
+    types: pgTypes(driver),
+  });
   // An idle connection that the server drops (restart, failover) must not crash the
   // process: the pool discards it and the next query opens a new one.
   pool.on('error', (err) => process.emitWarning(`PostgreSQL idle connection lost: ${err.message}`));
@@ -299,9 +329,7 @@ function openPostgres(driver: typeof pg, url: string): Db {
     db,
     dialect: 'postgres',
     write: (unit) => track(withRetry(() => db.transaction().execute(unit))),
-    ping: async () => {
-      await sql`select 1`.execute(db);
-    },
+    ping: () => ping(db),
     close: async () => {
       await Promise.allSettled([...running]);
       await db.destroy();
