@@ -4,7 +4,7 @@ import { createSocket } from 'node:dgram';
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { type AddressInfo, createServer as createTcpServer } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { MAX_ATTEMPTS, RETRY_FACTOR } from '../src/callbacks/worker.js';
+import { MAX_ATTEMPTS, RETRY_FACTOR, UNFINISHED } from '../src/callbacks/worker.js';
 import { LipaClient, type Payment, verifyCallback } from '../src/client/index.js';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { call, type MerchantSetup, merchantWithPos, paymentBody } from './helpers/client.js';
@@ -735,6 +735,69 @@ describe('callbacks survive a crash of the service process', () => {
     assert.ok(restarted.delivery.history.length >= 2, 'the failed attempt before the crash is still recorded');
     second.child.kill('SIGTERM');
     await second.exited;
+  });
+
+  test('SIGKILL during an attempt: after restart that attempt is on the record as unfinished, and the callback is sent again', async () => {
+    // A receiver that holds its first request open (the service dies while it waits), then answers 200.
+    const hits: Received[] = [];
+    let holdFirst = true;
+    const slow = createHttpServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', () => {
+        hits.push({
+          method: req.method ?? '',
+          path: req.url ?? '',
+          headers: req.headers,
+          body: Buffer.concat(chunks).toString(),
+          at: Date.now(),
+        });
+        if (holdFirst) {
+          holdFirst = false;
+          return; // never answered: the connection dies with the service
+        }
+        res.writeHead(200).end('ok');
+      });
+    });
+    await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', resolve));
+    const callbackUrl = `http://127.0.0.1:${(slow.address() as AddressInfo).port}/slow`;
+    try {
+      const port = await freePort();
+      const first = await startService(port);
+      child = first.child;
+      const merchant = await merchantWithPos({ url: first.url } as Lipa, { resultUrl: callbackUrl });
+      const payment = await pay(clientFor(first.url, merchant), merchant, callbackUrl);
+      await waitFor('the callback on the wire', async () => (hits.length === 1 ? true : undefined));
+      first.child.kill('SIGKILL');
+      await first.exited;
+
+      const second = await startService(port);
+      child = second.child;
+      // The lease of the attempt that never ended runs out (20 s), then it is tried again.
+      const { delivery } = await waitForDelivery(
+        second.url,
+        merchant.token,
+        payment.paymentIdentifier,
+        callbackUrl,
+        (d) => d.status === 'delivered',
+        40_000,
+      );
+      assert.equal(hits.length, 2, 'sent twice: at least once');
+      assert.equal(JSON.parse(hits[1]?.body ?? '{}').eventId, JSON.parse(hits[0]?.body ?? '{}').eventId);
+      assert.equal(delivery.attempts, 2);
+      assert.deepEqual(
+        delivery.history.map((a) => [a.statusCode, a.error]),
+        [
+          [null, UNFINISHED],
+          [200, null],
+        ],
+      );
+      second.child.kill('SIGTERM');
+      await second.exited;
+    } finally {
+      slow.closeAllConnections();
+      slow.close();
+    }
   });
 });
 

@@ -17,6 +17,8 @@ const MAX_DELAY_MS = 12 * 60 * 60 * 1000;
 const TIMEOUT_MS = 10_000;
 /** A claimed delivery is leased (longer than one attempt can take); if the worker dies, another takes it after this. */
 const LEASE_MS = 20_000;
+/** The error of an attempt that was never recorded (see deliverDueCallbacks). */
+export const UNFINISHED = 'no outcome recorded: the instance sending it stopped during the attempt (it may have arrived)';
 /** At most this many callbacks in flight per process; a slow receiver holds up only its own. */
 const MAX_IN_FLIGHT = 64;
 let inFlight = 0;
@@ -39,7 +41,7 @@ export async function deliverDueCallbacks(ctx: AppContext): Promise<number> {
   const claimed = await ctx.store.write(async (tx) => {
     const due = await tx
       .selectFrom('callback_deliveries')
-      .select('id')
+      .select(['id', 'locked_until'])
       .where('status', '=', 'pending')
       .where('next_attempt_at', '<=', now)
       .where('locked_until', '<=', now)
@@ -47,7 +49,7 @@ export async function deliverDueCallbacks(ctx: AppContext): Promise<number> {
       .limit(room)
       .execute();
     if (due.length === 0) return [];
-    return tx
+    const claimed = await tx
       .updateTable('callback_deliveries')
       .set({ locked_until: now + LEASE_MS })
       .where(
@@ -59,6 +61,32 @@ export async function deliverDueCallbacks(ctx: AppContext): Promise<number> {
       .where('status', '=', 'pending')
       .returningAll()
       .execute();
+    // A lease that ran out without being released is an attempt whose outcome was never
+    // recorded (its instance stopped mid-send): it may have arrived, so it goes on the record.
+    const unfinished = new Map(due.filter((d) => d.locked_until > 0).map((d) => [d.id, d.locked_until]));
+    for (const delivery of claimed) {
+      const leasedUntil = unfinished.get(delivery.id);
+      if (leasedUntil === undefined) continue;
+      await tx
+        .insertInto('callback_attempts')
+        .values({
+          id: randomId('att_'),
+          delivery_id: delivery.id,
+          attempted_at: leasedUntil - LEASE_MS,
+          status_code: null,
+          error: UNFINISHED,
+          duration_ms: 0,
+        })
+        .execute();
+      delivery.attempts += 1;
+      delivery.last_error = UNFINISHED;
+      await tx
+        .updateTable('callback_deliveries')
+        .set({ attempts: delivery.attempts, last_error: UNFINISHED })
+        .where('id', '=', delivery.id)
+        .execute();
+    }
+    return claimed;
   });
   // Not awaited: the next round claims what is due while these are on the wire.
   for (const delivery of claimed) {
