@@ -33,6 +33,7 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   const app = createServer(ctx.log, {
     messagingKeyValid: async (request) => (await messagingKeyOf(ctx, request)) !== null,
     strictTransport: ctx.config.env === 'production',
+    trustProxy: ctx.config.trustProxy,
   });
   await app.register(swagger, {
     transform: ({ schema, url, route }) => {
@@ -115,7 +116,7 @@ export async function buildApp(ctx: AppContext): Promise<App> {
 
 /** The mock environment listener (CONTRACT §3): endpoints 1 and 2 for payers, nothing else. */
 export async function buildMockApp(ctx: AppContext): Promise<App> {
-  const app = createServer(ctx.log);
+  const app = createServer(ctx.log, { trustProxy: ctx.config.trustProxy });
   registerAuthRoutes(app, ctx, 'mock');
   return app;
 }

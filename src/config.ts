@@ -17,6 +17,8 @@ export interface Config {
   /** The fixed test OTP; null in production. */
   stagingOtp: string | null;
   publicBaseUrl: string | null;
+  /** TRUST_PROXY: the proxies (addresses or CIDRs) whose X-Forwarded-For names the client; empty = none. */
+  trustProxy: string[];
   /** 32-byte key for AES-256-GCM of signing secrets and for peppering OTP hashes. */
   masterKey: Buffer;
   paymentTtlSeconds: number;
@@ -89,6 +91,7 @@ export function loadConfig(env: Env = process.env): Config {
     adminTokenGenerated: !env.ADMIN_TOKEN,
     stagingOtp,
     publicBaseUrl: publicBaseUrl(env.PUBLIC_BASE_URL, production),
+    trustProxy: trustProxy(env.TRUST_PROXY),
     masterKey: masterKey(env.LIPA_MASTER_KEY),
     paymentTtlSeconds: int(env, 'PAYMENT_TTL_SECONDS', 120, 1),
     callbackAllowPrivate: bool(env, 'CALLBACK_ALLOW_PRIVATE', !production),
@@ -181,6 +184,26 @@ function publicBaseUrl(value: string | undefined, production: boolean): string |
     );
   }
   return url.origin;
+}
+
+/**
+ * TRUST_PROXY: comma-separated addresses or CIDRs of the proxies in front of the service. A
+ * request from one of them is counted (rate limits) under the client address its
+ * X-Forwarded-For gives; from anywhere else the header is ignored, so it cannot be forged.
+ */
+function trustProxy(value: string | undefined): string[] {
+  if (value === undefined || value.trim() === '') return [];
+  return value.split(',').map((raw) => {
+    const entry = raw.trim();
+    const [address, bits, ...rest] = entry.split('/');
+    const family = isIP(address ?? '');
+    const maxBits = family === 6 ? 128 : 32;
+    const validBits = bits === undefined || (/^[0-9]{1,3}$/.test(bits) && Number(bits) <= maxBits);
+    if (family === 0 || !validBits || rest.length > 0) {
+      throw new ConfigError(`TRUST_PROXY must be comma-separated addresses or CIDRs such as 10.0.0.7,10.1.0.0/16 (got "${entry}")`);
+    }
+    return entry;
+  });
 }
 
 /**

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { sql } from 'kysely';
 import { type Db, openDatabase } from '../src/db/database.js';
 import { hotQuery } from '../src/db/hot-query.js';
 import { freshDatabase, ON_POSTGRES, type TestDatabase } from './helpers/harness.js';
@@ -101,6 +102,21 @@ describe('db.write: atomic units, grouped on SQLite', () => {
 });
 
 describe('migrations: upgrading a database in use', () => {
+  test('005 completes after a start cut short once its column was added (SQLite migrates outside a transaction)', async () => {
+    const database = await freshDatabase();
+    const old = await openDatabase(database.url, { upTo: '004_partial_message_indexes' });
+    await sql`alter table messages add column failure_reason text`.execute(old.db);
+    await old.close();
+    const upgraded = await openDatabase(database.url);
+    try {
+      const applied = await sql<{ name: string }>`select name from kysely_migration order by name`.execute(upgraded.db);
+      assert.ok(applied.rows.some((r) => r.name === '005_message_failure_reason'));
+    } finally {
+      await upgraded.close();
+      await database.drop();
+    }
+  });
+
   test('005 gives messages that failed before it a reason their sender may read, naming no host', async () => {
     const database = await freshDatabase();
     const old = await openDatabase(database.url, { upTo: '004_partial_message_indexes' });

@@ -9,7 +9,7 @@ import { freshDatabase } from './helpers/harness.js';
 import { startSmtpPeer } from './helpers/smtp-peer.js';
 
 describe('a message on the wire keeps its lease', () => {
-  test('a mail server slower than the lease gets the message once, under one Message-ID, recorded once', async () => {
+  test('a mail server slower than the lease gets the message once, under one Message-ID, recorded once, among failing units', async () => {
     const database = await freshDatabase();
     const store = await openDatabase(database.url);
     // The server answers each message 2.5 s after it arrives; a lease lasts 0.9 s.
@@ -37,6 +37,20 @@ describe('a message on the wire keeps its lease', () => {
           false,
         ),
       );
+      // Meanwhile other units keep failing: on SQLite some share a batch with a renewal, which
+      // then runs again (group commit re-runs a batch unit by unit when one fails).
+      let neighbours = true;
+      const failing = (async () => {
+        while (neighbours) {
+          store
+            .write(async (tx) => {
+              await tx.selectFrom('messages').select('id').execute();
+              throw new Error('a business rule says no');
+            })
+            .catch(() => undefined);
+          await sleep(2);
+        }
+      })();
       // The worker's loop, faster than the service's: every claim it can make, it makes.
       const row = async () => store.db.selectFrom('messages').selectAll().where('id', '=', message.id).executeTakeFirstOrThrow();
       const deadline = Date.now() + 8000;
@@ -49,6 +63,8 @@ describe('a message on the wire keeps its lease', () => {
         await messenger.deliverDue();
         await sleep(50);
       }
+      neighbours = false;
+      await failing;
       const sent = await row();
       assert.equal(sent.status, 'sent');
       assert.equal(sent.attempts, 1, 'one try, recorded once');

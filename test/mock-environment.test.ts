@@ -113,6 +113,7 @@ describe('Mock environment (endpoint 3)', () => {
       { method: 'GET', path: '/api/v1/categories' },
       { method: 'POST', path: '/api/v1/points-of-sale', body: {}, token },
       { method: 'GET', path: '/api/v1/points-of-sale', token },
+      { method: 'DELETE', path: '/api/v1/authorization', token },
       { method: 'GET', path: '/api/v1/admin/outbox', token: ADMIN_TOKEN },
       { method: 'POST', path: '/api/v1/admin/payers', body: { phone: uniquePhone(), name: 'X', pin: '1234' }, token: ADMIN_TOKEN },
     ];

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
+import { loadConfig } from '../src/config.js';
 import { accountId, balanceOf, CASH_IN_OWNER, checkLedger } from '../src/ledger/ledger.js';
 import { assertError, assertIso } from './helpers/assertions.js';
 import { admin, call, createMerchant, createPayer, login, unique, uniquePhone } from './helpers/client.js';
@@ -140,6 +141,38 @@ describe('operator API (CONTRACT §2)', () => {
     } finally {
       await guarded.close();
     }
+  });
+
+  test('behind a proxy in TRUST_PROXY the guessing limit counts the client X-Forwarded-For names, not the proxy', async () => {
+    const proxied = await startLipa({ RATE_LIMIT_LOGIN_FAILURES: '2', TRUST_PROXY: '127.0.0.1' });
+    try {
+      const outbox = (client: string, token: string) =>
+        call(proxied.url, 'GET', '/api/v1/admin/outbox', { headers: { authorization: `Bearer ${token}`, 'x-forwarded-for': client } });
+      for (let i = 0; i < 2; i++) assertError(await outbox('203.0.113.7', `guess-${i}-0123456789abcdef`), 401, 'unauthorized');
+      assertError(await outbox('203.0.113.7', ADMIN_TOKEN), 429, 'rate_limited');
+      assert.equal((await outbox('198.51.100.20', ADMIN_TOKEN)).status, 200, 'the operator, at another address, is not locked out');
+    } finally {
+      await proxied.close();
+    }
+    // Without TRUST_PROXY the header is the client's word only, and is ignored.
+    const direct = await startLipa({ RATE_LIMIT_LOGIN_FAILURES: '2' });
+    try {
+      for (const client of ['203.0.113.1', '203.0.113.2']) {
+        const reply = await call(direct.url, 'GET', '/api/v1/admin/outbox', {
+          headers: { authorization: 'Bearer guess-0123456789abcdef', 'x-forwarded-for': client },
+        });
+        assertError(reply, 401, 'unauthorized');
+      }
+      const forged = await call(direct.url, 'GET', '/api/v1/admin/outbox', {
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'x-forwarded-for': '203.0.113.3' },
+      });
+      assertError(forged, 429, 'rate_limited');
+    } finally {
+      await direct.close();
+    }
+    assert.throws(() => loadConfig({ TRUST_PROXY: 'proxy.internal' }), /TRUST_PROXY/);
+    assert.throws(() => loadConfig({ TRUST_PROXY: '10.0.0.0/33' }), /TRUST_PROXY/);
+    assert.deepEqual(loadConfig({ TRUST_PROXY: ' 10.0.0.7, 10.1.0.0/16,::1' }).trustProxy, ['10.0.0.7', '10.1.0.0/16', '::1']);
   });
 
   test('POST /admin/payers answers 201 {payerId, phone, balance}; balance is optional (0)', async () => {

@@ -17,6 +17,9 @@ const MAX_DELAY_MS = 12 * 60 * 60 * 1000;
 const TIMEOUT_MS = 10_000;
 /** A claimed delivery is leased (longer than one attempt can take); if the worker dies, another takes it after this. */
 const LEASE_MS = 20_000;
+/** The record of a lease's attempt whose outcome had not come when the lease ran out. */
+const unfinishedId = (deliveryId: string, leasedUntil: number) => `att_unfinished_${deliveryId}_${leasedUntil}`;
+
 /** The error of an attempt that was never recorded (see deliverDueCallbacks). */
 export const UNFINISHED = 'no outcome recorded: the instance sending it stopped during the attempt (it may have arrived)';
 /** At most this many callbacks in flight per process; a slow receiver holds up only its own. */
@@ -58,6 +61,7 @@ export async function deliverDueCallbacks(ctx: AppContext): Promise<number> {
         due.map((d) => d.id),
       )
       .where('locked_until', '<=', now)
+      .where('next_attempt_at', '<=', now)
       .where('status', '=', 'pending')
       .returningAll()
       .execute();
@@ -70,7 +74,7 @@ export async function deliverDueCallbacks(ctx: AppContext): Promise<number> {
       await tx
         .insertInto('callback_attempts')
         .values({
-          id: randomId('att_'),
+          id: unfinishedId(delivery.id, leasedUntil),
           delivery_id: delivery.id,
           attempted_at: leasedUntil - LEASE_MS,
           status_code: null,
@@ -168,9 +172,13 @@ async function record(ctx: AppContext, delivery: Selectable<CallbackDeliveryTabl
       .select(['attempts', 'redeliver_requested', 'locked_until'])
       .where('id', '=', delivery.id)
       .executeTakeFirstOrThrow();
-    // The lease ran out and another worker has the delivery now: this attempt is on record,
-    // but the delivery's state is theirs to set.
-    if (current.locked_until !== delivery.locked_until) return current.attempts;
+    // The lease ran out and another worker has the delivery now: this attempt's outcome
+    // replaces the "no outcome" record they made of it (and counted), but the delivery's
+    // state is theirs to set.
+    if (current.locked_until !== delivery.locked_until) {
+      await tx.deleteFrom('callback_attempts').where('id', '=', unfinishedId(delivery.id, delivery.locked_until)).execute();
+      return current.attempts;
+    }
     const made = current.attempts + 1;
     // A redelivery asked for while this attempt was on the wire: one more try, now.
     const again = current.redeliver_requested === 1;

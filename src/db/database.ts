@@ -307,10 +307,9 @@ const pgTypes = (driver: typeof pg) => ({
 function openPostgres(driver: typeof pg, url: string, poolSize: number): Db {
   const pool = new driver.Pool({
     connectionString: url,
+    // No wait limit for a connection: recording an outcome (a message sent, a callback
+    // delivered) must wait its turn rather than fail, or the work would be done twice.
     max: poolSize,
-    // A request that cannot get a connection within 10 s (all of them held up, say behind a
-    // lock) is answered 500 rather than left waiting for ever.
-    connectionTimeoutMillis: 10_000,
     types: pgTypes(driver),
   });
   // An idle connection that the server drops (restart, failover) must not crash the

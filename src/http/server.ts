@@ -59,12 +59,15 @@ export interface ServerOptions {
    * over https (PUBLIC_BASE_URL), and a browser ignores the header on plain http.
    */
   strictTransport?: boolean;
+  /** Proxies whose X-Forwarded-For gives the client's address (request.ip); none by default. */
+  trustProxy?: string[];
 }
 
 export function createServer(logger: FastifyBaseLogger, options: ServerOptions = {}): App {
   const app = Fastify({
     loggerInstance: logger,
     bodyLimit: BODY_LIMIT,
+    ...(options.trustProxy?.length ? { trustProxy: options.trustProxy } : {}),
     // As long as any URL Node accepts (its request line fits in 16 KiB of headers), so that an
     // over-long id reaches its route: authentication first, then a proper 404.
     routerOptions: { maxParamLength: 16 * 1024 },

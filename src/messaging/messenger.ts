@@ -33,6 +33,8 @@ const MAX_RETRY_DELAY_MS = 10 * 60_000;
  * takes (a slow mail server), so no other worker sends it meanwhile.
  */
 const LEASE_MS = 30_000;
+/** A send still open after this long is left to its lease (and retried): no transport takes that long. */
+const MAX_SEND_MS = 5 * 60_000;
 const MAX_IN_FLIGHT = 512;
 /** Receipts that overtake the record of their submission wait this long for it. */
 const EARLY_RECEIPT_MS = 60_000;
@@ -60,10 +62,11 @@ export type NewMessage = Omit<
 export class Messenger implements Notifier {
   private inFlight = 0;
   private readonly running = new Set<Promise<MessageStatus>>();
-  /** Messages on the wire, whose leases renewLeases() extends; each holds its current lease. */
-  private readonly sending = new Map<string, MessageTable>();
+  /** Messages on the wire (each holding its current lease) and when their send began: renewLeases() extends them. */
+  private readonly sending = new Map<MessageTable, number>();
   private renewTimer: NodeJS.Timeout | null = null;
   private renewal: Promise<void> = Promise.resolve();
+  private renewing = false;
   private readonly earlyReceipts = new Map<string, { receipt: DeliveryReceipt; at: number }>();
 
   constructor(
@@ -187,14 +190,14 @@ export class Messenger implements Notifier {
   private async attempt(message: MessageTable): Promise<MessageStatus> {
     let result: SendResult | null = null;
     let error: Error | null = null;
-    this.sending.set(message.id, message);
+    this.sending.set(message, this.now());
     this.renewTimer ??= setInterval(() => void this.renewLeases(), this.leaseMs / 3).unref();
     try {
       result = await this.transmit(message);
     } catch (caught) {
       error = caught as Error;
     } finally {
-      this.sending.delete(message.id);
+      this.sending.delete(message);
       if (this.sending.size === 0 && this.renewTimer) {
         clearInterval(this.renewTimer);
         this.renewTimer = null;
@@ -228,7 +231,7 @@ export class Messenger implements Notifier {
       }
     }
     const content = this.redactedAfterSend(message, status);
-    await this.store.write((tx) =>
+    const recorded = await this.store.write((tx) =>
       hotQuery(
         tx,
         'messages.record-attempt',
@@ -252,6 +255,10 @@ export class Messenger implements Notifier {
             .where('locked_until', '=', message.locked_until),
       ),
     );
+    if (Number(recorded.numAffectedRows ?? 0n) === 0) {
+      // The lease ran out first (this process stalled): whoever holds it now sets the state.
+      this.log.warn({ messageId: message.id, status }, 'message attempt not recorded: its lease had run out');
+    }
     const early = result?.providerId ? this.earlyReceipts.get(result.providerId) : undefined;
     if (early) {
       this.earlyReceipts.delete(early.receipt.providerId);
@@ -265,26 +272,43 @@ export class Messenger implements Notifier {
    * Extends the lease of every message that has been on the wire for a third of a lease or
    * more, each only if this process still holds it. Without this, a send slower than the
    * lease (a mail server taking 30 s to answer) would be claimed and sent again by a worker.
+   * A send still open after MAX_SEND_MS is not renewed: its lease runs out and it is retried.
    */
   private renewLeases(): Promise<void> {
+    if (this.renewing) return this.renewal;
     const now = this.now();
-    const due = [...this.sending.values()].filter((m) => m.locked_until - now <= (this.leaseMs * 2) / 3);
-    if (due.length === 0) return this.renewal;
+    const held = [...this.sending]
+      .filter(([message, since]) => message.locked_until - now <= (this.leaseMs * 2) / 3 && now - since < MAX_SEND_MS)
+      .map(([message]) => ({ message, from: message.locked_until }));
+    if (held.length === 0) return this.renewal;
+    const until = now + this.leaseMs;
+    this.renewing = true;
     const renewal = this.store
+      // The unit may run twice (a neighbour in its batch failed): it only reads `from`, and its
+      // outcome is applied to the messages once it has committed.
       .write(async (tx) => {
-        for (const message of due) {
-          const until = now + this.leaseMs;
-          const renewed = await tx
+        const renewed = new Set<MessageTable>();
+        for (const { message, from } of held) {
+          const result = await tx
             .updateTable('messages')
             .set({ locked_until: until })
             .where('id', '=', message.id)
-            .where('locked_until', '=', message.locked_until)
+            .where('locked_until', '=', from)
             .executeTakeFirst();
-          if (Number(renewed.numUpdatedRows) === 1) message.locked_until = until;
+          if (Number(result.numUpdatedRows) === 1) renewed.add(message);
+        }
+        return renewed;
+      })
+      .then((renewed) => {
+        for (const { message } of held) {
+          if (renewed.has(message)) message.locked_until = until;
           else this.log.warn({ messageId: message.id }, 'lost the lease of a message being sent');
         }
       })
-      .catch((err: unknown) => this.log.error({ err }, 'message leases not renewed'));
+      .catch((err: unknown) => this.log.error({ err }, 'message leases not renewed'))
+      .finally(() => {
+        this.renewing = false;
+      });
     this.renewal = renewal;
     return renewal;
   }
@@ -326,7 +350,13 @@ export class Messenger implements Notifier {
     const now = this.now();
     const status: MessageStatus = receipt.delivered ? 'delivered' : 'failed';
     const detail = receipt.delivered ? null : receipt.detail;
-    const reason = detail === null ? null : `The SMS centre reported it not delivered: ${detail}.`;
+    // The receipt's words are the SMSC's: passed on only in their standard shape (stat, err code).
+    const reason =
+      detail === null
+        ? null
+        : /^[A-Z]{5,8}( err:[0-9A-Za-z]{1,8})?$/.test(detail)
+          ? `The SMS centre reported it not delivered: ${detail}.`
+          : 'The SMS centre reported it not delivered.';
     const updated = await this.store.write((tx) =>
       hotQuery(tx, 'messages.receipt', [status, detail, reason, now, receipt.providerId, 'sent', 'queued'], () =>
         tx

@@ -8,20 +8,38 @@ import type { Kysely } from 'kysely';
  */
 // biome-ignore lint/suspicious/noExplicitAny: migrations are written against no fixed schema
 export async function up(db: Kysely<any>): Promise<void> {
-  await db.schema.alterTable('messages').addColumn('failure_reason', 'text').execute();
-  const failed: { id: string; type: 'email' | 'sms'; last_error: string }[] = await db
-    .selectFrom('messages')
-    .select(['id', 'type', 'last_error'])
-    .where('status', '=', 'failed')
-    .where('last_error', 'is not', null)
-    .execute();
-  for (const message of failed) {
-    await db
-      .updateTable('messages')
-      .set({ failure_reason: readBack(message) })
-      .where('id', '=', message.id)
-      .execute();
+  // SQLite runs migrations outside a transaction: if a start was cut short after the column
+  // was added but before this migration was recorded, the column is already there.
+  const messages = (await db.introspection.getTables()).find((t) => t.name === 'messages');
+  if (!messages?.columns.some((c) => c.name === 'failure_reason')) {
+    await db.schema.alterTable('messages').addColumn('failure_reason', 'text').execute();
   }
+  // PostgreSQL runs each migration in a transaction already; on SQLite the backfill gets its own.
+  // biome-ignore lint/suspicious/noExplicitAny: as above
+  const inTransaction = (fill: (tx: Kysely<any>) => Promise<void>) => (db.isTransaction ? fill(db) : db.transaction().execute(fill));
+  await inTransaction(async (tx) => {
+    const failed: { id: string; type: 'email' | 'sms'; last_error: string }[] = await tx
+      .selectFrom('messages')
+      .select(['id', 'type', 'last_error'])
+      .where('status', '=', 'failed')
+      .where('last_error', 'is not', null)
+      .execute();
+    // One update per distinct reason (a few), in chunks, rather than one per message.
+    const byReason = new Map<string, string[]>();
+    for (const message of failed) {
+      const reason = readBack(message);
+      byReason.set(reason, [...(byReason.get(reason) ?? []), message.id]);
+    }
+    for (const [reason, ids] of byReason) {
+      for (let i = 0; i < ids.length; i += 500) {
+        await tx
+          .updateTable('messages')
+          .set({ failure_reason: reason })
+          .where('id', 'in', ids.slice(i, i + 500))
+          .execute();
+      }
+    }
+  });
 }
 
 /** The reading of last_error the lookup used until this migration. */
