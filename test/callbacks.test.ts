@@ -739,28 +739,10 @@ describe('callbacks survive a crash of the service process', () => {
 
   test('SIGKILL during an attempt: after restart that attempt is on the record as unfinished, and the callback is sent again', async () => {
     // A receiver that holds its first request open (the service dies while it waits), then answers 200.
-    const hits: Received[] = [];
-    let holdFirst = true;
-    const slow = createHttpServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (chunk: Buffer) => chunks.push(chunk));
-      req.on('end', () => {
-        hits.push({
-          method: req.method ?? '',
-          path: req.url ?? '',
-          headers: req.headers,
-          body: Buffer.concat(chunks).toString(),
-          at: Date.now(),
-        });
-        if (holdFirst) {
-          holdFirst = false;
-          return; // never answered: the connection dies with the service
-        }
-        res.writeHead(200).end('ok');
-      });
-    });
-    await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', resolve));
-    const callbackUrl = `http://127.0.0.1:${(slow.address() as AddressInfo).port}/slow`;
+    const slow = await startReceiver();
+    slow.respond = (_request, index) => (index === 0 ? null : 200);
+    const hits = slow.received;
+    const callbackUrl = `${slow.url}/slow`;
     try {
       const port = await freePort();
       const first = await startService(port);
@@ -795,8 +777,7 @@ describe('callbacks survive a crash of the service process', () => {
       second.child.kill('SIGTERM');
       await second.exited;
     } finally {
-      slow.closeAllConnections();
-      slow.close();
+      await slow.close();
     }
   });
 });

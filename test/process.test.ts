@@ -23,6 +23,22 @@ function runToExit(env: Record<string, string>) {
   return spawnSync(process.execPath, MAIN, { env: { PATH: process.env.PATH ?? '', ...env }, encoding: 'utf8', timeout: 20_000 });
 }
 
+/** The program started with `env` (and PATH); what it writes to `stream` is collected, and `exited` says how it ended. */
+function launch(env: Record<string, string>, stream: 'stdout' | 'stderr') {
+  const child = spawn(process.execPath, MAIN, {
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', stream === 'stdout' ? 'pipe' : 'ignore', stream === 'stderr' ? 'pipe' : 'ignore'],
+  });
+  let collected = '';
+  child[stream]?.on('data', (chunk) => {
+    collected += chunk;
+  });
+  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
+    child.on('exit', (code, signal) => resolve({ code, signal })),
+  );
+  return { child, exited, output: () => collected };
+}
+
 async function waitUntilUp(url: string, child: ChildProcess): Promise<void> {
   for (let i = 0; i < 200; i++) {
     if (child.exitCode !== null) throw new Error(`service exited with ${child.exitCode}`);
@@ -117,32 +133,19 @@ describe('the service process', () => {
     const address = silent.address();
     const dbPort = typeof address === 'object' && address ? address.port : 0;
     try {
-      const child = spawn(process.execPath, MAIN, {
-        env: {
-          PATH: process.env.PATH ?? '',
-          PORT: String(await freePort()),
-          MOCK_PORT: '0',
-          DATABASE_URL: `postgres://lipa@127.0.0.1:${dbPort}/lipa`,
-          ADMIN_TOKEN,
-        },
-        stdio: ['ignore', 'ignore', 'pipe'],
-      });
-      let stderr = '';
-      child.stderr?.on('data', (chunk) => {
-        stderr += chunk;
-      });
-      const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
-        child.on('exit', (code, signal) => resolve({ code, signal })),
+      const { child, exited, output } = launch(
+        { PORT: String(await freePort()), MOCK_PORT: '0', DATABASE_URL: `postgres://lipa@127.0.0.1:${dbPort}/lipa`, ADMIN_TOKEN },
+        'stderr',
       );
       // Well past loading the modules, still waiting for the database.
       const connected = new Promise<void>((resolve) => silent.once('connection', () => resolve()));
       await connected;
       const signalled = Date.now();
       child.kill('SIGTERM');
-      assert.deepEqual(await exited, { code: 0, signal: null }, stderr);
+      assert.deepEqual(await exited, { code: 0, signal: null }, output());
       const waited = Date.now() - signalled;
       assert.ok(waited >= 4900 && waited < 9000, `exited ${waited} ms after SIGTERM`);
-      assert.match(stderr, /^lipa: SIGTERM while starting, and the start did not finish in 5 s; stopped$/m);
+      assert.match(output(), /^lipa: SIGTERM while starting, and the start did not finish in 5 s; stopped$/m);
     } finally {
       silent.close();
     }
@@ -151,22 +154,15 @@ describe('the service process', () => {
   test('SIGTERM while it starts (migrating a new database) waits for the start, then drains and exits 0', async () => {
     const database = await freshDatabase();
     databases.push(database);
-    const child = spawn(process.execPath, MAIN, {
-      env: { PATH: process.env.PATH ?? '', PORT: String(await freePort()), MOCK_PORT: '0', DATABASE_URL: database.url, ADMIN_TOKEN },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    child.stdout?.on('data', (chunk) => {
-      stdout += chunk;
-    });
-    const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
-      child.on('exit', (code, signal) => resolve({ code, signal })),
+    const { child, exited, output } = launch(
+      { PORT: String(await freePort()), MOCK_PORT: '0', DATABASE_URL: database.url, ADMIN_TOKEN },
+      'stdout',
     );
     // As soon as it runs: handlers are installed before anything else loads.
     await new Promise((r) => setTimeout(r, 400));
     child.kill('SIGTERM');
-    assert.deepEqual(await exited, { code: 0, signal: null }, stdout);
-    const said = stdout
+    assert.deepEqual(await exited, { code: 0, signal: null }, output());
+    const said = output()
       .trim()
       .split('\n')
       .map((line) => JSON.parse(line).msg);

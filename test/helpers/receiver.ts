@@ -19,7 +19,8 @@ export interface Received {
 export interface Receiver {
   url: string;
   received: Received[];
-  respond: (request: Received, index: number) => number;
+  /** The status to answer with; null holds the request open, unanswered (a receiver that hangs). */
+  respond: (request: Received, index: number) => number | null;
   /** Resolves when at least `count` requests have arrived (rejects after `timeoutMs`). */
   waitFor(count: number, timeoutMs?: number): Promise<Received[]>;
   close(): Promise<void>;
@@ -53,7 +54,7 @@ export async function startReceiver(options: { https?: boolean } = {}): Promise<
       };
       const status = receiver.respond(entry, receiver.received.length);
       receiver.received.push(entry);
-      res.writeHead(status, { 'content-type': 'text/plain' }).end('ok');
+      if (status !== null) res.writeHead(status, { 'content-type': 'text/plain' }).end('ok');
     });
   };
   const server = options.https ? createHttpsServer(selfSignedCertificate(), handler) : createHttpServer(handler);
