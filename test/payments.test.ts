@@ -750,6 +750,29 @@ describe('no_user payments expire', () => {
     }
   });
 
+  test("from expiresAt on, the merchant's and the payer's lists say expired too; one event", async () => {
+    const payer = await createPayer(lipa, { phone: unregisteredPhone() });
+    const token = await payerToken(lipa, payer);
+    const body = paymentBody(merchant, { payer: { method: 'phone', value: payer.phone } });
+    const created = await create(client, body);
+    assert.equal(created.body.status, 'pending');
+    const id = created.body.paymentIdentifier;
+    await sleep(Math.max(0, Date.parse(created.body.expiresAt) - Date.now() + 10));
+    const [merchantList, pendingList, walletList] = await Promise.all([
+      call(lipa.url, 'GET', `/api/v1/payments?orderId=${body.orderId}`, { token: merchant.token }),
+      call(lipa.url, 'GET', '/api/v1/wallet/payments?status=pending', { token }),
+      call(lipa.url, 'GET', '/api/v1/wallet/payments', { token }),
+    ]);
+    assert.deepEqual(
+      merchantList.body.map((p: { status: string }) => p.status),
+      ['expired'],
+    );
+    assert.deepEqual(pendingList.body, [], 'nothing left to approve');
+    assert.equal(walletList.body.find((p: { paymentIdentifier: string }) => p.paymentIdentifier === id)?.status, 'expired');
+    await sleep(600);
+    assert.deepEqual(await statusEvents(id), ['expired']);
+  });
+
   test('registering just after expiresAt, before the expiry sweep, does not make it pending', async () => {
     const phone = unregisteredPhone();
     const created = await create(client, paymentBody(merchant, { payer: { method: 'phone', value: phone } }));

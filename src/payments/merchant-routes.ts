@@ -5,6 +5,7 @@ import { principalOf, requireSession } from '../http/bearer.js';
 import { LimitParam, limitOf } from '../http/pagination.js';
 import { bearerAuth, errors } from '../http/schemas.js';
 import type { App } from '../http/types.js';
+import { expireDuePayments } from './expire.js';
 import { listPayments } from './list-payments.js';
 import { toPaymentView } from './payment-view.js';
 import { Payment } from './schemas.js';
@@ -40,7 +41,9 @@ export function registerMerchantPaymentRoutes(app: App, ctx: AppContext): void {
     },
     async (request) => {
       const { status, orderId, limit } = request.query;
-      const rows = await listPayments(ctx, principalOf(request).id, { status, orderId, limit: limitOf(limit) });
+      const merchantId = principalOf(request).id;
+      await expireDuePayments(ctx, { merchantId });
+      const rows = await listPayments(ctx, merchantId, { status, orderId, limit: limitOf(limit) });
       return rows.map((row) => toPaymentView(ctx, origin(request), row));
     },
   );

@@ -5,6 +5,7 @@ import { bearerAuth, errors } from '../http/schemas.js';
 import type { App } from '../http/types.js';
 import { accountId, balanceOf } from '../ledger/ledger.js';
 import { CURRENCY, fromMinorUnits } from '../ledger/money.js';
+import { expireDuePayments } from '../payments/expire.js';
 import { assertPin } from './pin.js';
 import { AcceptBody, Answer, PaymentParams, Wallet, WalletPayment, WalletPaymentsQuery } from './schemas.js';
 import { settlePayment } from './settle.js';
@@ -44,6 +45,7 @@ export function registerWalletRoutes(app: App, ctx: AppContext): void {
       },
     },
     async (request) => {
+      await expireDuePayments(ctx, { payerId: principalOf(request).id });
       let query = ctx.store.db
         .selectFrom('payments as p')
         .innerJoin('points_of_sale as s', 's.id', 'p.pos_id')
