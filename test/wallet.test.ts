@@ -279,7 +279,7 @@ describe('wallet: accept and decline', () => {
 
     const reply = await decline(lipa, token, payment.paymentIdentifier);
     assert.equal(reply.status, 200, reply.text);
-    assert.equal(reply.body.status, 'declined');
+    assert.deepEqual(reply.body, { status: 'declined' }, 'exactly CONTRACT §6');
 
     const status = await statusOf(s, payment.paymentIdentifier);
     assert.equal(status.status, 'declined');

@@ -104,8 +104,9 @@ export function registerWalletRoutes(app: App, ctx: AppContext): void {
       },
     },
     async (request) => {
-      const payment = await settlePayment(ctx, principalOf(request).id, request.params.paymentIdentifier, 'decline');
-      return { status: payment.status, ...(payment.reason ? { reason: payment.reason } : {}) };
+      await settlePayment(ctx, principalOf(request).id, request.params.paymentIdentifier, 'decline');
+      // CONTRACT §6: `{status: "declined"}`; the reason (declined_by_payer) is the payer's own act.
+      return { status: 'declined' };
     },
   );
 }
