@@ -365,8 +365,15 @@ describe('SmppTransport', () => {
     assert.equal(peer.binds, 1);
   });
 
+  test('a submit_sm answered later than the other responses may take is waited for: one submit, no copy', async (t) => {
+    const { peer, transport } = await setup(t, { submitDelayMs: 1_000 }, { responseTimeoutMs: 200 });
+    const result = await transport.send(sms('slow but answered'));
+    assert.equal(result.status, 'sent');
+    assert.equal(peer.submitted.length, 1);
+  });
+
   test('an unanswered submit_sm times out as a TransientSendError', async (t) => {
-    const { transport } = await setup(t, { submitDelayMs: 1_000 }, { responseTimeoutMs: 200 });
+    const { transport } = await setup(t, { submitDelayMs: 1_000 }, { submitTimeoutMs: 200 });
     await assert.rejects(transport.send(sms('slow')), (error: Error) => {
       assert.ok(error instanceof TransientSendError);
       assert.match(error.message, /no submit_sm_resp .* within 200 ms/);

@@ -226,6 +226,14 @@ describe('SMTP transport', () => {
     await assert.rejects(transport.send(email()), TransientSendError);
   });
 
+  test('a server slow to answer the end of the message is waited for (RFC 5321: 10 minutes), not sent a copy', async (t) => {
+    const peer = await peerFor(t, { replyDelayMs: 1_500 });
+    const transport = transportFor(t, peer.url, { timeoutMs: 300 });
+    const result = await transport.send(email());
+    assert.equal(result.status, 'sent');
+    assert.equal(peer.received.length, 1);
+  });
+
   test('200 concurrent sends all arrive over the pool', async (t) => {
     const peer = await peerFor(t, { starttls: true, auth: { user: 'lipa', pass: 'secret' } });
     const transport = transportFor(t, peer.url, { rejectUnauthorized: false, poolSize: 5 });

@@ -33,8 +33,11 @@ const MAX_RETRY_DELAY_MS = 10 * 60_000;
  * takes (a slow mail server), so no other worker sends it meanwhile.
  */
 const LEASE_MS = 30_000;
-/** A send still open after this long is left to its lease (and retried): no transport takes that long. */
-const MAX_SEND_MS = 5 * 60_000;
+/**
+ * A send still open after this long is left to its lease (and retried). Longer than any
+ * transport's own limit: SMTP waits up to 10 minutes for a reply (RFC 5321), SMPP 2 minutes.
+ */
+const MAX_SEND_MS = 15 * 60_000;
 const MAX_IN_FLIGHT = 512;
 /** Receipts that overtake the record of their submission wait this long for it. */
 const EARLY_RECEIPT_MS = 60_000;

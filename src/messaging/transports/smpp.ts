@@ -60,8 +60,14 @@ export interface SmppTransportOptions {
   enquireLinkMs?: number;
   /** How long send() waits for a bind while disconnected; default 5 s. */
   bindWaitMs?: number;
-  /** Time allowed for any response (bind, submit_sm, enquire_link, unbind); default 10 s. */
+  /** Time allowed for the SMSC's other responses (bind, enquire_link, unbind); default 10 s. */
   responseTimeoutMs?: number;
+  /**
+   * Time allowed for a submit_sm_resp; default 120 s. Longer than the others: a submit that
+   * times out is sent again, and the SMSC may have taken the first one, so a slow but live
+   * SMSC (its enquire_link answered) is waited for rather than sent copies.
+   */
+  submitTimeoutMs?: number;
   /** Time allowed for the TCP (and TLS) connection; default 10 s. */
   connectTimeoutMs?: number;
   /** Reconnect back-off: first delay, doubled per failed attempt up to the maximum. Default 0.5 s → 30 s. */
@@ -99,6 +105,7 @@ export class SmppTransport implements SmsTransport {
   readonly #enquireLinkMs: number;
   readonly #bindWaitMs: number;
   readonly #responseTimeoutMs: number;
+  readonly #submitTimeoutMs: number;
   readonly #connectTimeoutMs: number;
   readonly #reconnectMinMs: number;
   readonly #reconnectMaxMs: number;
@@ -139,6 +146,7 @@ export class SmppTransport implements SmsTransport {
     this.#enquireLinkMs = positive('enquireLinkMs', options.enquireLinkMs, 30_000);
     this.#bindWaitMs = positive('bindWaitMs', options.bindWaitMs, 5_000);
     this.#responseTimeoutMs = positive('responseTimeoutMs', options.responseTimeoutMs, 10_000);
+    this.#submitTimeoutMs = positive('submitTimeoutMs', options.submitTimeoutMs, 120_000);
     this.#connectTimeoutMs = positive('connectTimeoutMs', options.connectTimeoutMs, 10_000);
     this.#reconnectMinMs = positive('reconnectMinMs', options.reconnectMinMs, 500);
     this.#reconnectMaxMs = Math.max(this.#reconnectMinMs, positive('reconnectMaxMs', options.reconnectMaxMs, 30_000));
@@ -247,8 +255,8 @@ export class SmppTransport implements SmsTransport {
       const timer = setTimeout(() => {
         // Forget the response callback the package keeps per sequence number.
         delete session._callbacks?.[pdu.sequence_number];
-        finish(new TransientSendError(`no submit_sm_resp from ${this.target} within ${this.#responseTimeoutMs} ms`));
-      }, this.#responseTimeoutMs);
+        finish(new TransientSendError(`no submit_sm_resp from ${this.target} within ${this.#submitTimeoutMs} ms`));
+      }, this.#submitTimeoutMs);
       this.#pending.add(pending);
       this.#cork(session);
       const written = session.send(pdu, (resp) => {

@@ -19,8 +19,14 @@ export interface SmtpTransportOptions {
   rejectUnauthorized?: boolean;
   /** Pooled connections kept open to the server; default 5. */
   poolSize?: number;
-  /** Connection, greeting and socket-inactivity timeout in ms; default 30 000. */
+  /** Connection and greeting timeout in ms; default 30 000. */
   timeoutMs?: number;
+  /**
+   * How long the server may stay silent mid-conversation, above all before it answers the end
+   * of the message (RFC 5321 §4.5.3.2.6: 10 minutes); default 600 000. A send that times out
+   * is sent again, and the server may have taken the first one, so a slow server is waited for.
+   */
+  replyTimeoutMs?: number;
 }
 
 const DEFAULT_FROM = 'Lipa <no-reply@lipa.local>';
@@ -118,7 +124,7 @@ export class SmtpTransport implements EmailTransport {
       tls: { rejectUnauthorized: options.rejectUnauthorized ?? true },
       connectionTimeout: timeoutMs,
       greetingTimeout: timeoutMs,
-      socketTimeout: timeoutMs,
+      socketTimeout: options.replyTimeoutMs ?? 600_000,
       // Never log: a debug transcript would carry the AUTH exchange.
       logger: false,
       debug: false,
