@@ -650,6 +650,36 @@ describe('messaging over SMTP', () => {
   });
 });
 
+describe("delivery receipts that overtake the submission, over another instance's bind", () => {
+  test('two instances, one SMSC: every receipt sent before its submit_sm_resp, over the other bind, is applied once', async () => {
+    // The SMSC answers each submit_sm 400 ms late, and sends its receipt at once over the
+    // other instance's bind: the receipt always arrives before the submission is on record.
+    const peer = await startSmppPeer({ receipts: true, receiptDelayMs: 0, submitDelayMs: 400, receiptsViaOtherSession: true });
+    const first = await startLipa({ SMPP_URL: peer.url });
+    const second = await startLipa({ SMPP_URL: peer.url, DATABASE_URL: first.databaseUrl });
+    try {
+      const session = await merchantSession(first);
+      const key = (await messagingKey(first, session.token)).apiKey;
+      await sleep(300); // both bound
+      const ids: string[] = [];
+      for (let i = 0; i < 10; i++) {
+        const reply = await send(i % 2 ? second : first, key, sms({ content: `Early receipt ${i}` }));
+        assert.equal(reply.status, 201, reply.text);
+        ids.push(reply.body.data.id);
+      }
+      for (const id of ids) assert.equal((await waitForStatus(first, key, id, ['delivered', 'failed'], 8_000)).status, 'delivered', id);
+      assert.equal(peer.submitted.length, 10, 'each submitted once');
+      assert.ok(peer.receiptAnswers.length >= 10 && peer.receiptAnswers.every((status) => status === 0), 'every receipt acknowledged');
+      const kept = await first.ctx.store.db.selectFrom('early_receipts').select('provider_id').execute();
+      assert.deepEqual(kept, [], 'nothing left waiting');
+    } finally {
+      await second.close();
+      await first.close();
+      await peer.close();
+    }
+  });
+});
+
 describe('messaging over SMPP', () => {
   const UNDELIVERABLE = '254733000111';
   const REFUSED = '254733000222';

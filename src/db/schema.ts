@@ -18,6 +18,7 @@ export interface Database {
   ledger_transactions: LedgerTransactionTable;
   ledger_postings: LedgerPostingTable;
   messages: MessageTable;
+  early_receipts: EarlyReceiptTable;
   payments: PaymentTable;
   nonces: NonceTable;
   callback_events: CallbackEventTable;
@@ -172,6 +173,14 @@ export interface MessageTable {
   last_error: string | null;
   /** For the sender (the lookup's `error`): why a failed message failed, naming no host. */
   failure_reason: string | null;
+}
+
+/** A delivery receipt that came before the record of its submission (migration 006). */
+export interface EarlyReceiptTable {
+  provider_id: string;
+  delivered: number;
+  detail: string;
+  received_at: number;
 }
 
 export type PaymentStatus = 'pending' | 'no_user' | 'paid' | 'declined' | 'expired';

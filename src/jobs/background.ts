@@ -16,6 +16,7 @@ export async function startBackground(ctx: AppContext): Promise<{ stop(): Promis
     every(250, async () => void (await deliverDueCallbacks(ctx)), onError('callbacks')),
     every(500, async () => void (await expireDuePayments(ctx)), onError('expiry')),
     every(100, async () => void (await ctx.messenger.deliverDue()), onError('messages')),
+    every(1000, async () => void (await ctx.messenger.matchEarlyReceipts()), onError('early receipts')),
     every(60_000, () => purgeExpired(ctx), onError('housekeeping')),
   ];
   if (ctx.config.env === 'staging') tasks.push(every(250, () => answerForTestPayers(ctx), onError('test payers')));

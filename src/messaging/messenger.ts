@@ -39,8 +39,10 @@ const LEASE_MS = 30_000;
  */
 const MAX_SEND_MS = 15 * 60_000;
 const MAX_IN_FLIGHT = 512;
-/** Receipts that overtake the record of their submission wait this long for it. */
+/** Receipts that overtake the record of their submission wait this long for it in memory (this process's own sends)... */
 const EARLY_RECEIPT_MS = 60_000;
+/** ...and this long in the database (any instance's sends), after which no record will come. */
+const EARLY_RECEIPT_KEPT_MS = 60 * 60_000;
 
 export type NewMessage = Omit<
   MessageTable,
@@ -264,8 +266,7 @@ export class Messenger implements Notifier {
     }
     const early = result?.providerId ? this.earlyReceipts.get(result.providerId) : undefined;
     if (early) {
-      this.earlyReceipts.delete(early.receipt.providerId);
-      await this.applyReceipt(early.receipt);
+      await this.applyEarlyReceipt(early.receipt);
       return early.receipt.delivered ? 'delivered' : 'failed';
     }
     return status;
@@ -348,9 +349,64 @@ export class Messenger implements Notifier {
     return hideCodes(message.content);
   }
 
-  /** A delivery receipt moves a sent SMS to delivered or failed. */
+  /**
+   * A delivery receipt moves a sent SMS to delivered or failed. One that overtook the record
+   * of its submission is kept in early_receipts (before the SMSC is told it arrived) and
+   * applied when that record is there: at once by attempt() when this process sent it, else
+   * by matchEarlyReceipts() within a second.
+   */
   async applyReceipt(receipt: DeliveryReceipt): Promise<void> {
     const now = this.now();
+    const matched = await this.store.write(async (tx) => {
+      if (await this.recordReceipt(tx, receipt, now)) return true;
+      await tx
+        .insertInto('early_receipts')
+        .values({ provider_id: receipt.providerId, delivered: receipt.delivered ? 1 : 0, detail: receipt.detail, received_at: now })
+        .onConflict((oc) => oc.column('provider_id').doNothing())
+        .execute();
+      return false;
+    });
+    if (!matched) {
+      for (const [id, early] of this.earlyReceipts) if (now - early.at > EARLY_RECEIPT_MS) this.earlyReceipts.delete(id);
+      this.earlyReceipts.set(receipt.providerId, { receipt, at: now });
+    }
+  }
+
+  /** Applies kept receipts whose submission is now on record (any instance's); forgets those kept over an hour. */
+  async matchEarlyReceipts(): Promise<number> {
+    if (this.transports.sms === null) return 0;
+    const now = this.now();
+    const due = await this.store.db
+      .selectFrom('early_receipts as e')
+      .innerJoin('messages as m', 'm.provider_id', 'e.provider_id')
+      .select(['e.provider_id', 'e.delivered', 'e.detail'])
+      .where('m.status', 'in', ['sent', 'queued'])
+      .limit(200)
+      .execute();
+    for (const row of due) {
+      await this.applyEarlyReceipt({ providerId: row.provider_id, delivered: row.delivered === 1, detail: row.detail });
+    }
+    await this.store.write((tx) =>
+      tx
+        .deleteFrom('early_receipts')
+        .where('received_at', '<=', now - EARLY_RECEIPT_KEPT_MS)
+        .execute(),
+    );
+    return due.length;
+  }
+
+  /** A kept receipt, now that its submission is on record: applied and forgotten in one unit. */
+  private async applyEarlyReceipt(receipt: DeliveryReceipt): Promise<void> {
+    const now = this.now();
+    this.earlyReceipts.delete(receipt.providerId);
+    await this.store.write(async (tx) => {
+      await this.recordReceipt(tx, receipt, now);
+      await tx.deleteFrom('early_receipts').where('provider_id', '=', receipt.providerId).execute();
+    });
+  }
+
+  /** The receipt's update of its message; whether there was one to update. */
+  private async recordReceipt(tx: Tx, receipt: DeliveryReceipt, now: number): Promise<boolean> {
     const status: MessageStatus = receipt.delivered ? 'delivered' : 'failed';
     const detail = receipt.delivered ? null : receipt.detail;
     // The receipt's words are the SMSC's: passed on only in their standard shape (stat, err code).
@@ -360,20 +416,14 @@ export class Messenger implements Notifier {
         : /^[A-Z]{5,8}( err:[0-9A-Za-z]{1,8})?$/.test(detail)
           ? `The SMS centre reported it not delivered: ${detail}.`
           : 'The SMS centre reported it not delivered.';
-    const updated = await this.store.write((tx) =>
-      hotQuery(tx, 'messages.receipt', [status, detail, reason, now, receipt.providerId, 'sent', 'queued'], () =>
-        tx
-          .updateTable('messages')
-          .set({ status, last_error: detail, failure_reason: reason, updated_at: now })
-          .where('provider_id', '=', receipt.providerId)
-          .where('status', 'in', ['sent', 'queued']),
-      ),
+    const updated = await hotQuery(tx, 'messages.receipt', [status, detail, reason, now, receipt.providerId, 'sent', 'queued'], () =>
+      tx
+        .updateTable('messages')
+        .set({ status, last_error: detail, failure_reason: reason, updated_at: now })
+        .where('provider_id', '=', receipt.providerId)
+        .where('status', 'in', ['sent', 'queued']),
     );
-    if (Number(updated.numAffectedRows ?? 0n) === 0) {
-      // The receipt overtook the record of its submission: keep it for attempt() to apply.
-      for (const [id, early] of this.earlyReceipts) if (now - early.at > EARLY_RECEIPT_MS) this.earlyReceipts.delete(id);
-      this.earlyReceipts.set(receipt.providerId, { receipt, at: now });
-    }
+    return Number(updated.numAffectedRows ?? 0n) > 0;
   }
 
   /** Waits for the attempts in progress to be recorded, then closes the transports. */

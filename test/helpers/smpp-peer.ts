@@ -35,6 +35,8 @@ export interface SmppPeerOptions {
   throttleDestinations?: string[];
   /** Wait this long before each submit_sm_resp (responses stay in order of arrival per timer). */
   submitDelayMs?: number;
+  /** Send each receipt over another bound session than the one that submitted (another instance's bind) when there is one. */
+  receiptsViaOtherSession?: boolean;
   /** SMPP over TLS with a throwaway self-signed certificate (url is smpps://). */
   tls?: boolean;
 }
@@ -104,8 +106,9 @@ export async function startSmppPeer(options: SmppPeerOptions = {}): Promise<Smpp
 
   const tlsOptions: { key: Buffer; cert: Buffer } | null = options.tls ? selfSignedCertificate() : null;
 
-  const sendReceipt = (receipt: Record<string, unknown>) => {
-    const session = [...bound][0];
+  const sendReceipt = (receipt: Record<string, unknown>, submitter?: smpp.Session) => {
+    const sessions = [...bound];
+    const session = (options.receiptsViaOtherSession && sessions.find((s) => s !== submitter)) || sessions[0];
     if (!session?.deliver_sm(receipt, (resp) => peer.receiptAnswers.push(resp.command_status))) {
       queuedReceipts.push(receipt);
     }
@@ -183,18 +186,21 @@ export async function startSmppPeer(options: SmppPeerOptions = {}): Promise<Smpp
           const stamp = smppDate(new Date());
           const stat = ok ? 'DELIVRD' : 'UNDELIV';
           const text = `id:${messageId} sub:001 dlvrd:${ok ? '001' : '000'} submit date:${stamp} done date:${stamp} stat:${stat} err:${ok ? '000' : '001'} text:`;
-          sendReceipt({
-            source_addr_ton: entry.destTon,
-            source_addr_npi: entry.destNpi,
-            source_addr: destination,
-            dest_addr_ton: entry.sourceTon,
-            dest_addr_npi: entry.sourceNpi,
-            destination_addr: entry.source,
-            esm_class: 0x04, // MC delivery receipt
-            data_coding: 0,
-            short_message: text,
-            ...(receiptTlvs ? { receipted_message_id: messageId, message_state: ok ? 2 : 5 } : {}),
-          });
+          sendReceipt(
+            {
+              source_addr_ton: entry.destTon,
+              source_addr_npi: entry.destNpi,
+              source_addr: destination,
+              dest_addr_ton: entry.sourceTon,
+              dest_addr_npi: entry.sourceNpi,
+              destination_addr: entry.source,
+              esm_class: 0x04, // MC delivery receipt
+              data_coding: 0,
+              short_message: text,
+              ...(receiptTlvs ? { receipted_message_id: messageId, message_state: ok ? 2 : 5 } : {}),
+            },
+            session,
+          );
         });
       }
     });

@@ -4,6 +4,7 @@ import * as m002 from './002_payments.js';
 import * as m003 from './003_messaging.js';
 import * as m004 from './004_partial_message_indexes.js';
 import * as m005 from './005_message_failure_reason.js';
+import * as m006 from './006_early_receipts.js';
 
 /** Every migration, in order. Names never change once released. */
 export const migrations: Record<string, Migration> = {
@@ -12,4 +13,5 @@ export const migrations: Record<string, Migration> = {
   '003_messaging': m003,
   '004_partial_message_indexes': m004,
   '005_message_failure_reason': m005,
+  '006_early_receipts': m006,
 };
