@@ -1,4 +1,4 @@
-import { Type } from 'typebox';
+import { type Static, Type } from 'typebox';
 import type { AppContext } from '../context.js';
 import { principalOf, requireSession } from '../http/bearer.js';
 import { AppError } from '../http/errors.js';
@@ -21,6 +21,7 @@ const Delivery = Type.Object({
   lastError: Type.Union([Type.String(), Type.Null()]),
   history: Type.Array(Attempt),
 });
+type DeliveryView = Static<typeof Delivery>;
 const CallbackEvent = Type.Object({
   eventId: Type.String(),
   eventType: Type.String(),
@@ -53,7 +54,7 @@ export function registerCallbackRoutes(app: App, ctx: AppContext): void {
       const { paymentIdentifier } = request.query;
       const payment = await ctx.store.db
         .selectFrom('payments')
-        .select('id')
+        .select(['id', 'callback_url'])
         .where('id', '=', paymentIdentifier)
         .where('merchant_id', '=', merchantId)
         .executeTakeFirst();
@@ -67,42 +68,66 @@ export function registerCallbackRoutes(app: App, ctx: AppContext): void {
         .execute();
       if (events.length === 0) return [];
       const eventIds = events.map((e) => e.id);
-      const deliveries = await ctx.store.db
-        .selectFrom('callback_deliveries')
-        .selectAll()
-        .where('event_id', 'in', eventIds)
-        .orderBy('created_at')
+      // One statement for the deliveries and their attempts: one snapshot, so `attempts` and
+      // `history` never disagree (a separate read could see an attempt recorded in between).
+      const rows = await ctx.store.db
+        .selectFrom('callback_deliveries as d')
+        .leftJoin('callback_attempts as a', 'a.delivery_id', 'd.id')
+        .select([
+          'd.id',
+          'd.event_id',
+          'd.url',
+          'd.status',
+          'd.attempts',
+          'd.next_attempt_at',
+          'd.last_error',
+          'a.attempted_at',
+          'a.status_code',
+          'a.error',
+          'a.duration_ms',
+        ])
+        .where('d.event_id', 'in', eventIds)
+        .orderBy('d.created_at')
+        .orderBy('d.id')
+        .orderBy('a.attempted_at')
         .execute();
-      const attempts = deliveries.length
-        ? await ctx.store.db
-            .selectFrom('callback_attempts')
-            .selectAll()
-            .where(
-              'delivery_id',
-              'in',
-              deliveries.map((d) => d.id),
-            )
-            .orderBy('attempted_at')
-            .execute()
-        : [];
+      const deliveries = new Map<string, { event: string; view: DeliveryView }>();
+      for (const row of rows) {
+        let delivery = deliveries.get(row.id);
+        if (!delivery) {
+          delivery = {
+            event: row.event_id,
+            view: {
+              url: row.url,
+              status: row.status,
+              attempts: row.attempts,
+              nextAttemptAt: row.status === 'pending' ? iso(row.next_attempt_at) : null,
+              lastError: row.last_error,
+              history: [],
+            },
+          };
+          deliveries.set(row.id, delivery);
+        }
+        if (row.attempted_at !== null) {
+          delivery.view.history.push({
+            attemptedAt: iso(row.attempted_at),
+            statusCode: row.status_code,
+            error: row.error,
+            durationMs: row.duration_ms ?? 0,
+          });
+        }
+      }
       return events.map((event) => ({
         eventId: event.id,
         eventType: JSON.parse(event.payload).eventType as string,
         occurredAt: iso(event.created_at),
         paymentIdentifier: event.payment_id,
         body: JSON.parse(event.payload) as unknown,
-        deliveries: deliveries
-          .filter((d) => d.event_id === event.id)
-          .map((d) => ({
-            url: d.url,
-            status: d.status,
-            attempts: d.attempts,
-            nextAttemptAt: d.status === 'pending' ? iso(d.next_attempt_at) : null,
-            lastError: d.last_error,
-            history: attempts
-              .filter((a) => a.delivery_id === d.id)
-              .map((a) => ({ attemptedAt: iso(a.attempted_at), statusCode: a.status_code, error: a.error, durationMs: a.duration_ms })),
-          })),
+        // urls.callbackUrl's delivery first, then the POS resultUrl's.
+        deliveries: [...deliveries.values()]
+          .filter((d) => d.event === event.id)
+          .map((d) => d.view)
+          .sort((a, b) => Number(b.url === payment.callback_url) - Number(a.url === payment.callback_url)),
       }));
     },
   );
