@@ -1,9 +1,11 @@
 import type { AppContext } from '../context.js';
 
-const DAY_MS = 24 * 60 * 60 * 1000;
+const HOUR_MS = 60 * 60 * 1000;
+const DAY_MS = 24 * HOUR_MS;
 
 /**
- * Deletes expired sessions and nonces, old OTP challenges and stale throttle windows. Idempotent, so
+ * Deletes expired sessions and nonces, old OTP challenges, stale throttle windows and
+ * unclaimed early receipts. Idempotent, so
  * several instances on one PostgreSQL may all run it.
  */
 export async function purgeExpired(ctx: AppContext): Promise<void> {
@@ -19,6 +21,11 @@ export async function purgeExpired(ctx: AppContext): Promise<void> {
       .where('window_start', '<=', now - DAY_MS)
       .execute();
     await tx.deleteFrom('nonces').where('expires_at', '<=', now).execute();
+    // A receipt kept an hour for a submission that never came on record never will.
+    await tx
+      .deleteFrom('early_receipts')
+      .where('received_at', '<=', now - HOUR_MS)
+      .execute();
   });
 }
 

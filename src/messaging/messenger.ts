@@ -39,10 +39,8 @@ const LEASE_MS = 30_000;
  */
 const MAX_SEND_MS = 15 * 60_000;
 const MAX_IN_FLIGHT = 512;
-/** Receipts that overtake the record of their submission wait this long for it in memory (this process's own sends)... */
+/** Receipts that overtake the record of their submission wait this long for it in memory (this process's own sends). */
 const EARLY_RECEIPT_MS = 60_000;
-/** ...and this long in the database (any instance's sends), after which no record will come. */
-const EARLY_RECEIPT_KEPT_MS = 60 * 60_000;
 
 export type NewMessage = Omit<
   MessageTable,
@@ -372,10 +370,9 @@ export class Messenger implements Notifier {
     }
   }
 
-  /** Applies kept receipts whose submission is now on record (any instance's); forgets those kept over an hour. */
+  /** Applies kept receipts whose submission is now on record (any instance's); housekeeping forgets those kept an hour. */
   async matchEarlyReceipts(): Promise<number> {
     if (this.transports.sms === null) return 0;
-    const now = this.now();
     const due = await this.store.db
       .selectFrom('early_receipts as e')
       .innerJoin('messages as m', 'm.provider_id', 'e.provider_id')
@@ -386,12 +383,6 @@ export class Messenger implements Notifier {
     for (const row of due) {
       await this.applyEarlyReceipt({ providerId: row.provider_id, delivered: row.delivered === 1, detail: row.detail });
     }
-    await this.store.write((tx) =>
-      tx
-        .deleteFrom('early_receipts')
-        .where('received_at', '<=', now - EARLY_RECEIPT_KEPT_MS)
-        .execute(),
-    );
     return due.length;
   }
 
