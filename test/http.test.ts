@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
+import { assertError } from './helpers/assertions.js';
 import { call, createPayer, merchantSession, payerToken } from './helpers/client.js';
 import { type Lipa, startLipa } from './helpers/harness.js';
 
@@ -42,6 +43,19 @@ describe('HTTP hygiene', () => {
     assert.match(policy, /script-src 'self'/);
     assert.doesNotMatch(policy, /upgrade-insecure-requests/, 'staging serves it over plain http');
     assert.equal(reply.headers.get('x-frame-options'), 'DENY');
+  });
+
+  test('an unknown endpoint is 404 whatever the body: a body over the limit is not read first (no 413)', async () => {
+    const big = JSON.stringify({ filler: 'x'.repeat(200 * 1024) });
+    for (const path of ['/nope', '/api/v1/nope']) {
+      const reply = await call(lipa.url, 'POST', path, { raw: big });
+      assertError(reply, 404, 'not_found');
+    }
+    const messaging = await call(lipa.url, 'POST', '/api/messages/x/y', { raw: big });
+    assert.equal(messaging.status, 404);
+    assert.deepEqual(messaging.body, { message: messaging.body.message, error_code: 'not_found' });
+    // A known endpoint still refuses the same body as too large.
+    assertError(await call(lipa.url, 'POST', '/api/v1/authorization', { raw: big }), 413, 'payload_too_large');
   });
 
   test('a safe incoming X-Request-Id is kept; an unsafe one is replaced', async () => {

@@ -176,6 +176,16 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
     done(null, undefined);
   });
 
+  /** No such endpoint: 404 with Allow naming the methods the path takes (the messaging API's own shape under it). */
+  const notFound = (request: FastifyRequest, reply: FastifyReply): FastifyReply => {
+    const path = pathOf(request.url);
+    const allowed = METHODS.filter((m) => known.find(m, path) !== null);
+    if (allowed.length > 0) reply.header('allow', allowed.join(', '));
+    if (isMessagingPath(path)) return messagingReply.notFound(reply);
+    const hint = allowed.length > 0 ? ` ${path} takes ${allowed.join(', ')}.` : '';
+    return sendError(reply, new AppError('not_found', `No endpoint ${request.method} ${path}.${hint}`));
+  };
+
   // Every request passes here: a callback hook, which costs Fastify less than an async one.
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
@@ -188,6 +198,8 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
       reply.header('connection', 'close');
       return void sendError(reply, new AppError('malformed_request', 'The request must have exactly one Host header.'));
     }
+    // No endpoint: say so before reading the body, which is no one's (and may be over the limit).
+    if (request.is404) return void notFound(request, reply);
     done();
   });
 
@@ -220,14 +232,7 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
       if (!known.hasRoute(method, route.url)) known.on(method, route.url, () => undefined);
     }
   });
-  app.setNotFoundHandler((request, reply) => {
-    const path = pathOf(request.url);
-    const allowed = METHODS.filter((m) => known.find(m, path) !== null);
-    if (allowed.length > 0) reply.header('allow', allowed.join(', '));
-    if (isMessagingPath(path)) return messagingReply.notFound(reply);
-    const hint = allowed.length > 0 ? ` ${path} takes ${allowed.join(', ')}.` : '';
-    return sendError(reply, new AppError('not_found', `No endpoint ${request.method} ${path}.${hint}`));
-  });
+  app.setNotFoundHandler(notFound);
 
   return app;
 }
