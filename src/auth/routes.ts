@@ -1,11 +1,10 @@
 import { Type } from 'typebox';
 import type { AppContext } from '../context.js';
 import type { Audience } from '../db/schema.js';
-import { bearerToken, requireSession } from '../http/bearer.js';
+import { principalOf, requireSession } from '../http/bearer.js';
 import { perIpLimit, WindowLimiter } from '../http/rate-limit.js';
 import { bearerAuth, errors } from '../http/schemas.js';
 import type { App } from '../http/types.js';
-import { sha256Hex } from '../security/tokens.js';
 import { confirmMockOtp, confirmOtp } from './confirm.js';
 import { startLogin } from './login.js';
 import { ConfirmBody, LoginBody, LoginResponse, TokenResponse } from './schemas.js';
@@ -72,9 +71,8 @@ export function registerAuthRoutes(app: App, ctx: AppContext, audience: Audience
       },
     },
     async (request, reply) => {
-      // requireSession admitted the token, so it is there.
-      const hash = sha256Hex(bearerToken(request) ?? '');
-      await ctx.store.write((tx) => tx.deleteFrom('sessions').where('token_hash', '=', hash).execute());
+      const { sessionId } = principalOf(request);
+      await ctx.store.write((tx) => tx.deleteFrom('sessions').where('id', '=', sessionId).execute());
       return reply.code(204).send(null);
     },
   );

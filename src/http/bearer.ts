@@ -4,10 +4,11 @@ import type { Audience, SubjectType } from '../db/schema.js';
 import { safeEqual, sha256Hex } from '../security/tokens.js';
 import { AppError } from './errors.js';
 import { WindowLimiter } from './rate-limit.js';
+import type { Principal } from './types.js';
 
 const CHALLENGE = { 'WWW-Authenticate': 'Bearer' };
 
-export function bearerToken(request: FastifyRequest): string | null {
+function bearerToken(request: FastifyRequest): string | null {
   const header = request.headers.authorization;
   if (!header) return null;
   const match = /^Bearer +([^\s]+)\s*$/i.exec(header);
@@ -25,7 +26,7 @@ export function requireSession(ctx: AppContext, kind: SubjectType | 'any', audie
     if (!token) throw new AppError('unauthorized', 'Send a bearer token: Authorization: Bearer <token>.', undefined, CHALLENGE);
     const session = await ctx.store.db
       .selectFrom('sessions')
-      .select(['subject_type', 'subject_id', 'audience', 'expires_at'])
+      .select(['id', 'subject_type', 'subject_id', 'audience', 'expires_at'])
       .where('token_hash', '=', sha256Hex(token))
       .executeTakeFirst();
     if (!session || session.audience !== audience || session.expires_at <= ctx.now()) {
@@ -34,7 +35,7 @@ export function requireSession(ctx: AppContext, kind: SubjectType | 'any', audie
     if (kind !== 'any' && session.subject_type !== kind) {
       throw new AppError('forbidden', `This endpoint is for ${kind}s.`);
     }
-    request.principal = { type: session.subject_type, id: session.subject_id };
+    request.principal = { type: session.subject_type, id: session.subject_id, sessionId: session.id };
   };
 }
 
@@ -65,7 +66,7 @@ export function requireAdmin(ctx: AppContext) {
   };
 }
 
-export function principalOf(request: FastifyRequest): { type: SubjectType; id: string } {
+export function principalOf(request: FastifyRequest): Principal {
   if (!request.principal) throw new Error('route is missing its session guard');
   return request.principal;
 }

@@ -125,10 +125,10 @@ const FORMAT_SAYS: Record<string, string> = {
   uuid: 'must be a UUID',
 };
 
-/** A validation failure in words: a pattern's own sentence (patternString), a format's, or ajv's. */
 /** "must be one of: pending, paid, declined" */
 const oneOf = (values: readonly unknown[]): string => `must be one of: ${values.map((v) => String(v)).join(', ')}`;
 
+/** A validation failure in words: a choice's values, a pattern's own sentence (patternString), a format's, or ajv's. */
 function plainMessage(v: { keyword: string; params: unknown; message?: string }): string {
   const params = v.params as { pattern?: string; format?: string; allowedValues?: unknown[] } | undefined;
   if (v.keyword === 'enum' && params?.allowedValues) return oneOf(params.allowedValues);
@@ -148,20 +148,18 @@ export function toAppError(error: FastifyError | Error): AppError {
   if (fastifyError.validation) {
     const fieldOf = (instancePath: string, missing?: string) =>
       [instancePath.replace(/^\//, '').replaceAll('/', '.'), missing].filter(Boolean).join('.') || fastifyError.validationContext || 'body';
-    // A choice of constants (anyOf of const) fails once per constant: say the choice once.
-    const allowed = new Map<string, unknown[]>();
+    // A choice of constants (anyOf of const) fails once per constant: the anyOf says the choice once.
+    const choices = new Map<string, unknown[]>();
     for (const v of fastifyError.validation) {
-      if (v.keyword !== 'const') continue;
-      const values = allowed.get(v.instancePath) ?? [];
-      values.push((v.params as { allowedValue?: unknown }).allowedValue);
-      allowed.set(v.instancePath, values);
+      if (v.keyword === 'const')
+        choices.set(v.instancePath, [...(choices.get(v.instancePath) ?? []), (v.params as { allowedValue?: unknown }).allowedValue]);
     }
+    const anyOfAt = new Set(fastifyError.validation.filter((v) => v.keyword === 'anyOf').map((v) => v.instancePath));
     const details: FieldError[] = [];
     for (const v of fastifyError.validation) {
+      if (v.keyword === 'const' && anyOfAt.has(v.instancePath)) continue;
       const missing = (v.params as { missingProperty?: string } | undefined)?.missingProperty;
-      const choice = v.keyword === 'anyOf' ? allowed.get(v.instancePath) : undefined;
-      if (v.keyword === 'const' && fastifyError.validation.some((o) => o.keyword === 'anyOf' && o.instancePath === v.instancePath))
-        continue;
+      const choice = v.keyword === 'anyOf' ? choices.get(v.instancePath) : undefined;
       const message = missing ? 'is required' : choice ? oneOf(choice) : plainMessage(v);
       const field = fieldOf(v.instancePath, missing);
       // The same complaint about the same field (two checks of one rule) is said once.

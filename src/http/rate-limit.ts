@@ -17,6 +17,16 @@ export class WindowLimiter {
 
   /** Counts one hit; throws 429 with Retry-After when the window is already full. */
   hit(key: string): void {
+    this.open(key).count++;
+  }
+
+  /** Throws 429 with Retry-After when the key's window is full, without counting a hit. */
+  check(key: string): void {
+    this.open(key);
+  }
+
+  /** The key's current window (a new one when the last has ended); 429 when it is full. */
+  private open(key: string): { start: number; count: number } {
     const now = this.now();
     let window = this.windows.get(key);
     if (!window || now - window.start >= this.windowMs) {
@@ -24,19 +34,8 @@ export class WindowLimiter {
       window = { start: now, count: 0 };
       this.windows.set(key, window);
     }
-    if (window.count >= this.limit) {
-      throw tooManyRequests(window.start + this.windowMs - now);
-    }
-    window.count++;
-  }
-
-  /** Throws 429 with Retry-After when the key's window is full, without counting a hit. */
-  check(key: string): void {
-    const now = this.now();
-    const window = this.windows.get(key);
-    if (window && now - window.start < this.windowMs && window.count >= this.limit) {
-      throw tooManyRequests(window.start + this.windowMs - now);
-    }
+    if (window.count >= this.limit) throw tooManyRequests(window.start + this.windowMs - now);
+    return window;
   }
 
   private sweep(now: number): void {

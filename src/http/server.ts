@@ -208,9 +208,9 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
   // before any query is made. After authentication: a stranger still gets 401 first.
   app.addHook('preValidation', (request, reply, done) => {
     if (!request.url.includes('%00') || !request.url.startsWith('/api/')) return done();
-    // Not on a signed endpoint (its signature is checked first, and it reads no ids from the
-    // URL) nor on an unknown path (its 404 says so).
-    if (request.routeOptions.config.signed || request.is404) return done();
+    // Not on a signed endpoint: its signature is checked first, and it reads no ids from the URL.
+    // (An unknown path has had its 404 in onRequest.)
+    if (request.routeOptions.config.signed) return done();
     const params = Object.values((request.params ?? {}) as Record<string, unknown>);
     if (params.some((value) => typeof value === 'string' && value.includes('\0'))) {
       if (isMessagingPath(pathOf(request.url))) return void messagingReply.notFound(reply);

@@ -14,6 +14,8 @@ export type App = FastifyInstance<
 export interface Principal {
   type: SubjectType;
   id: string;
+  /** The session the bearer token opened (log out ends it). */
+  sessionId: string;
 }
 
 declare module 'fastify' {

@@ -67,7 +67,7 @@ export class Messenger implements Notifier {
   private readonly running = new Set<Promise<MessageStatus>>();
   /** Messages on the wire (each holding its current lease) and when their send began: renewLeases() extends them. */
   private readonly sending = new Map<MessageTable, number>();
-  private renewTimer: NodeJS.Timeout | null = null;
+  private readonly renewTimer: NodeJS.Timeout | null;
   private renewal: Promise<void> = Promise.resolve();
   private renewing = false;
   private readonly earlyReceipts = new Map<string, { receipt: DeliveryReceipt; at: number }>();
@@ -84,6 +84,8 @@ export class Messenger implements Notifier {
   ) {
     // The receipt is acknowledged to the SMSC only once it is recorded.
     transports.sms?.onReceipt((receipt) => this.applyReceipt(receipt));
+    // Only real transports have sends under way to renew.
+    this.renewTimer = transports.email || transports.sms ? setInterval(() => void this.renewLeases(), this.leaseMs / 3).unref() : null;
   }
 
   /** Whether messages of this type are delivered by storing them (no real transport). */
@@ -194,17 +196,12 @@ export class Messenger implements Notifier {
     let result: SendResult | null = null;
     let error: Error | null = null;
     this.sending.set(message, this.now());
-    this.renewTimer ??= setInterval(() => void this.renewLeases(), this.leaseMs / 3).unref();
     try {
       result = await this.transmit(message);
     } catch (caught) {
       error = caught as Error;
     } finally {
       this.sending.delete(message);
-      if (this.sending.size === 0 && this.renewTimer) {
-        clearInterval(this.renewTimer);
-        this.renewTimer = null;
-      }
     }
     // A renewal under way may still move this lease: record the outcome under the one it leaves.
     await this.renewal;

@@ -11,7 +11,7 @@ import { randomId } from '../security/tokens.js';
 import { paymentPrompt } from '../wallet/prompt.js';
 import type { CreatePaymentBody } from './schemas.js';
 import { consumeNonce, type Signer } from './signed-request.js';
-import { movePayment } from './transitions.js';
+import { isDue, movePayment } from './transitions.js';
 
 /** The largest single payment, in major units (CONTRACT §6). */
 export const MAX_PAYMENT = 250_000;
@@ -170,7 +170,7 @@ export async function findPayment(ctx: AppContext, signer: Signer, paymentIdenti
  * conditional, so it happens once however many requests, sweeps and instances race it.
  */
 async function expiredIfDue(tx: Tx, payment: PaymentTable, now: number): Promise<PaymentTable> {
-  if ((payment.status !== 'pending' && payment.status !== 'no_user') || payment.expires_at > now) return payment;
+  if (!isDue(payment, now)) return payment;
   const moved = await movePayment(tx, payment.id, { to: 'expired' }, now);
   return moved ?? tx.selectFrom('payments').selectAll().where('id', '=', payment.id).executeTakeFirstOrThrow();
 }

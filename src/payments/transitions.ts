@@ -16,6 +16,11 @@ export const NEXT: Record<PaymentStatus, readonly PaymentStatus[]> = {
   expired: [],
 };
 
+/** Whether a payment is past its expiry and still waiting: it can only become expired now. */
+export function isDue(payment: Pick<PaymentTable, 'status' | 'expires_at'>, now: number): boolean {
+  return (payment.status === 'pending' || payment.status === 'no_user') && payment.expires_at <= now;
+}
+
 export interface Move {
   to: PaymentStatus;
   reason?: DeclineReason | null;

@@ -5,6 +5,7 @@ import { AppError } from '../http/errors.js';
 import { errors } from '../http/schemas.js';
 import type { App } from '../http/types.js';
 import { PaymentStatusSchema } from '../payments/schemas.js';
+import { isDue } from '../payments/transitions.js';
 import { formatAmount } from '../wallet/prompt.js';
 import { type Html, html, page } from './html.js';
 import { sendPage } from './routes.js';
@@ -34,7 +35,7 @@ async function findPagePayment(ctx: AppContext, id: string): Promise<PagePayment
  * the page says so even before the expiry sweep has written it.
  */
 export function visibleStatus(ctx: AppContext, p: Pick<PaymentTable, 'status' | 'expires_at'>): PaymentStatus {
-  if ((p.status === 'pending' || p.status === 'no_user') && p.expires_at <= ctx.now()) return 'expired';
+  if (isDue(p, ctx.now())) return 'expired';
   return p.status;
 }
 
