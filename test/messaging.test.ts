@@ -83,13 +83,17 @@ async function until(what: string, probe: () => boolean | Promise<boolean>, time
   }
 }
 
-/** A TCP port on 127.0.0.1 where nothing listens (it was free a moment ago). */
-async function freePort(): Promise<number> {
-  const server = createServer();
+/**
+ * A mail server that is down: a port on 127.0.0.1 whose every connection is closed at once.
+ * Held, not merely free, so that no other test's server can take it meanwhile (one that
+ * accepted and stayed silent would hold each try for the 30 s greeting timeout). `release`
+ * frees it, to start the real server there.
+ */
+async function downServer(): Promise<{ port: number; release: () => Promise<void> }> {
+  const server = createServer((socket) => socket.destroy());
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
   const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
+  return { port, release: () => new Promise<void>((resolve) => server.close(() => resolve())) };
 }
 
 /** The email the SMTP peer received for a Lipa message id (the X-Lipa-Message-Id header). */
@@ -828,13 +832,13 @@ describe('messaging over SMPP', () => {
 });
 
 describe('messaging while the SMTP server is unreachable', () => {
-  let port: number;
+  let down: Awaited<ReturnType<typeof downServer>>;
   let lipa: Lipa;
   let key: string;
   let peer: SmtpPeer | null = null;
   before(async () => {
-    port = await freePort();
-    lipa = await startLipa({ SMTP_URL: `smtp://127.0.0.1:${port}` });
+    down = await downServer();
+    lipa = await startLipa({ SMTP_URL: `smtp://127.0.0.1:${down.port}` });
     // The login OTP email is queued too; its stored copy still holds the code (not yet sent).
     const session = await merchantSession(lipa);
     key = (await messagingKey(lipa, session.token)).apiKey;
@@ -845,6 +849,7 @@ describe('messaging while the SMTP server is unreachable', () => {
   after(async () => {
     await lipa.close();
     await peer?.close();
+    await down.release();
   });
 
   test('an email is stored and queued, retried with back-off, and sent once a server listens', async () => {
@@ -874,7 +879,8 @@ describe('messaging while the SMTP server is unreachable', () => {
     );
     assert.equal((await lookup(lipa, key, id)).body.data.status, 'queued');
 
-    peer = await startSmtpPeer({ port });
+    await down.release();
+    peer = await startSmtpPeer({ port: down.port });
     const data = await waitForStatus(lipa, key, id, ['sent', 'failed'], 12_000);
     assert.equal(data.status, 'sent');
     const mail = mailFor(peer, id);
@@ -887,12 +893,16 @@ describe('messaging while the SMTP server is unreachable', () => {
 });
 
 describe('messaging when the SMTP server stays unreachable for the whole retry window', () => {
+  let down: Awaited<ReturnType<typeof downServer>>;
   let lipa: Lipa;
   before(async () => {
-    const port = await freePort();
-    lipa = await startLipa({ SMTP_URL: `smtp://127.0.0.1:${port}`, MESSAGE_RETRY_WINDOW_SECONDS: '5' });
+    down = await downServer();
+    lipa = await startLipa({ SMTP_URL: `smtp://127.0.0.1:${down.port}`, MESSAGE_RETRY_WINDOW_SECONDS: '5' });
   });
-  after(() => lipa.close());
+  after(async () => {
+    await lipa.close();
+    await down.release();
+  });
 
   test('it is retried until the window ends, then failed with a reason that names no internal host', async () => {
     const session = await merchantSession(lipa);
