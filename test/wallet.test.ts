@@ -240,6 +240,27 @@ describe('wallet: accept and decline', () => {
     await assertLedgerBalances(lipa);
   });
 
+  test('the database itself refuses to change or delete a posting or a ledger transaction', async () => {
+    const payer = await createPayer(lipa, { balance: 50 });
+    const token = await payerToken(lipa, payer);
+    const payment = await pay(s, receiver, payer.phone, 20);
+    assert.equal((await accept(lipa, token, payment.paymentIdentifier, payer.pin)).status, 200);
+    const db = lipa.ctx.store.db;
+    const postings = await db.selectFrom('ledger_postings').selectAll().orderBy('id').execute();
+    const transactions = await db.selectFrom('ledger_transactions').selectAll().orderBy('id').execute();
+    assert.ok(postings.length >= 4 && transactions.length >= 2);
+    const attempts = [
+      db.updateTable('ledger_postings').set({ amount: 0 }).where('account_id', '=', accountId('wallet', payer.payerId)),
+      db.deleteFrom('ledger_postings').where('transaction_id', '=', postings[0]?.transaction_id as string),
+      db.updateTable('ledger_transactions').set({ reference: 'rewritten' }),
+      db.deleteFrom('ledger_transactions').where('reference', '=', payment.paymentIdentifier),
+    ];
+    for (const attempt of attempts) await assert.rejects(attempt.execute(), /append-only/, attempt.compile().sql);
+    assert.deepEqual(await db.selectFrom('ledger_postings').selectAll().orderBy('id').execute(), postings);
+    assert.deepEqual(await db.selectFrom('ledger_transactions').selectAll().orderBy('id').execute(), transactions);
+    await assertLedgerBalances(lipa);
+  });
+
   test('accept with too little money: declined with insufficient_funds, no money moves', async () => {
     const payer = await createPayer(lipa, { balance: 99.99 });
     const token = await payerToken(lipa, payer);

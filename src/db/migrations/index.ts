@@ -5,6 +5,7 @@ import * as m003 from './003_messaging.js';
 import * as m004 from './004_partial_message_indexes.js';
 import * as m005 from './005_message_failure_reason.js';
 import * as m006 from './006_early_receipts.js';
+import * as m007 from './007_ledger_append_only.js';
 
 /** Every migration, in order. Names never change once released. */
 export const migrations: Record<string, Migration> = {
@@ -14,4 +15,5 @@ export const migrations: Record<string, Migration> = {
   '004_partial_message_indexes': m004,
   '005_message_failure_reason': m005,
   '006_early_receipts': m006,
+  '007_ledger_append_only': m007,
 };
