@@ -557,7 +557,13 @@ describe('messaging over SMTP', () => {
   before(async () => {
     // The peer offers no STARTTLS: the service verifies certificates and SMTP_URL has no way
     // to trust a self-signed one, so a STARTTLS peer here would never be delivered to.
-    peer = await startSmtpPeer({ rejectRecipients: ['nobody@example.com'] });
+    peer = await startSmtpPeer({
+      rejectRecipients: ['nobody@example.com'],
+      recipientReplies: {
+        'gone@example.com': [550, '5.1.1 No such user'],
+        'elsewhere@example.com': [550, '5.7.1 Relaying denied'],
+      },
+    });
     lipa = await startLipa({ SMTP_URL: peer.url });
     const merchant = await createMerchant(lipa);
     const token = await loginOverSmtp(lipa, peer, merchant);
@@ -613,17 +619,37 @@ describe('messaging over SMTP', () => {
     assert.equal(outbox.find((m) => m.id === asText.body.id)?.contentType, 'text');
   });
 
-  test('a recipient the server refuses with 550 ends failed, with the reason recorded', async () => {
-    const reply = await send(lipa, key, email({ email: 'nobody@example.com' }));
+  test('a recipient the server says does not exist is the invalid-recipient 500, and the message is kept as failed', async () => {
+    for (const [address, reason] of [
+      ['nobody@example.com', 'Refused by the mail server: 550.'],
+      ['gone@example.com', 'Refused by the mail server: 550 5.1.1.'],
+    ]) {
+      const reply = await send(lipa, key, email({ email: address }));
+      assert.equal(reply.status, 500, reply.text);
+      assert.equal(typeof reply.body, 'string', 'a bare JSON string, as for an address that fails the syntax check');
+      assert.match(
+        reply.body,
+        new RegExp(`^The recipient email address is invalid: ${address} \\(the mail server refused it; message msg_`),
+      );
+      const id = /message (msg_[0-9A-Za-z_-]+)\)$/.exec(reply.body)?.[1] as string;
+      const data = await waitForStatus(lipa, key, id, ['failed', 'sent', 'delivered']);
+      assert.equal(data.status, 'failed');
+      assert.equal(data.error, reason, 'the lookup says why, naming no host');
+      const row = await messageRow(lipa, id);
+      assert.match(row.last_error ?? '', /550/);
+      assert.equal(row.attempts, 1, 'a permanent refusal is not retried');
+      assert.equal(mailFor(peer, id), undefined);
+    }
+  });
+
+  test('a refusal at RCPT TO that is about the sender (5.7.1 relaying denied) is accepted-then-failed, not an invalid address', async () => {
+    const reply = await send(lipa, key, email({ email: 'elsewhere@example.com' }));
     assert.equal(reply.status, 200, reply.text);
-    const id = reply.body.id;
-    const data = await waitForStatus(lipa, key, id, ['failed', 'sent', 'delivered']);
+    assert.equal(reply.body.status, 'success');
+    assert.match(reply.body.message, /refused/);
+    const data = await waitForStatus(lipa, key, reply.body.id, ['failed', 'sent', 'delivered']);
     assert.equal(data.status, 'failed');
-    assert.equal(data.error, 'Refused by the mail server: 550.', 'the lookup says why, naming no host');
-    const row = await messageRow(lipa, id);
-    assert.match(row.last_error ?? '', /550/);
-    assert.equal(row.attempts, 1, 'a permanent refusal is not retried');
-    assert.equal(mailFor(peer, id), undefined);
+    assert.equal(data.error, 'Refused by the mail server: 550 5.7.1.');
   });
 
   test('a merchant login OTP goes out over SMTP, works at confirm, and the stored copy hides the digits', async () => {

@@ -62,9 +62,16 @@ export type NewMessage = Omit<
  * and delivery receipts are recorded on the row. With no SMTP/SMPP configured, storing is
  * delivering (the embedded outbox).
  */
+/** The outcome of one attempt, as the API's first-attempt answer needs it. */
+export interface Attempted {
+  status: MessageStatus;
+  /** The server refused the recipient's address itself (an email's `500` answer). */
+  invalidRecipient: boolean;
+}
+
 export class Messenger implements Notifier {
   private inFlight = 0;
-  private readonly running = new Set<Promise<MessageStatus>>();
+  private readonly running = new Set<Promise<Attempted>>();
   /** Messages on the wire (each holding its current lease) and when their send began: renewLeases() extends them. */
   private readonly sending = new Map<MessageTable, number>();
   private readonly renewTimer: NodeJS.Timeout | null;
@@ -141,8 +148,11 @@ export class Messenger implements Notifier {
     return row.id;
   }
 
-  /** Sends a message this process holds the lease of; resolves with its status after the attempt. */
-  async sendClaimed(message: MessageTable): Promise<MessageStatus> {
+  /**
+   * Sends a message this process holds the lease of; resolves with its status after the
+   * attempt, and whether the server refused the recipient's address itself.
+   */
+  async sendClaimed(message: MessageTable): Promise<Attempted> {
     this.inFlight++;
     const attempt = this.attempt(message);
     this.running.add(attempt);
@@ -192,7 +202,7 @@ export class Messenger implements Notifier {
     return claimed.length;
   }
 
-  private async attempt(message: MessageTable): Promise<MessageStatus> {
+  private async attempt(message: MessageTable): Promise<Attempted> {
     let result: SendResult | null = null;
     let error: Error | null = null;
     this.sending.set(message, this.now());
@@ -262,9 +272,9 @@ export class Messenger implements Notifier {
     const early = result?.providerId ? this.earlyReceipts.get(result.providerId) : undefined;
     if (early) {
       await this.applyEarlyReceipt(early.receipt);
-      return early.receipt.delivered ? 'delivered' : 'failed';
+      return { status: early.receipt.delivered ? 'delivered' : 'failed', invalidRecipient: false };
     }
-    return status;
+    return { status, invalidRecipient: error instanceof PermanentSendError && error.invalidRecipient };
   }
 
   /**

@@ -26,12 +26,22 @@ export const messagingReply = {
 
   emailBadRequest: (reply: FastifyReply, message: string) => reply.code(400).send({ status: 'error', message }),
 
-  /** The quirk of the interface: a 500 whose body is a plain JSON string (the address cut at 320). */
-  emailInvalidRecipient: (reply: FastifyReply, address: string) =>
+  /**
+   * The quirk of the interface: a 500 whose body is a plain JSON string (the address cut at
+   * 320). With `storedId`, the address passed the checks but the mail server refused it as
+   * not existing; the message is kept (failed) under that id.
+   */
+  emailInvalidRecipient: (reply: FastifyReply, address: string, storedId?: string) =>
     reply
       .code(500)
       .type('application/json; charset=utf-8')
-      .send(JSON.stringify(`The recipient email address is invalid: ${address.length > 320 ? `${address.slice(0, 320)}…` : address}`)),
+      .send(
+        JSON.stringify(
+          `The recipient email address is invalid: ${address.length > 320 ? `${address.slice(0, 320)}…` : address}${
+            storedId ? ` (the mail server refused it; message ${storedId})` : ''
+          }`,
+        ),
+      ),
 
   smsAccepted: (reply: FastifyReply, id: string, status: string) =>
     reply.code(201).send({ message: SMS_MESSAGES[status] ?? 'SMS accepted', data: { status, id } }),
@@ -115,9 +125,17 @@ export const messagingResponseDocs: Record<'send' | 'lookup', Record<number, TSc
     400: Refused('Invalid request (an email refusal has no error_code)'),
     401: Refused('Missing, unknown or revoked api_key'),
     429: Refused('Too many requests for this api_key (Retry-After)'),
-    500: Type.Union([Type.String({ description: 'An invalid email recipient: a bare JSON string' }), Refused('Server error')], {
-      description: 'An invalid email recipient (a bare JSON string), or a server error',
-    }),
+    500: Type.Union(
+      [
+        Type.String({
+          description: 'An invalid email recipient: a bare JSON string (also when the mail server refuses the address as not existing)',
+        }),
+        Refused('Server error'),
+      ],
+      {
+        description: 'An invalid email recipient (a bare JSON string), or a server error',
+      },
+    ),
   },
   lookup: {
     200: Type.Object(

@@ -9,6 +9,7 @@ import { AmbiguousJsonError } from '../http/json.js';
 import { WindowLimiter } from '../http/rate-limit.js';
 import type { App } from '../http/types.js';
 import { sha256Hex } from '../security/tokens.js';
+import type { Attempted } from './messenger.js';
 import { messagingReply, messagingResponseDocs } from './responses.js';
 import { isEmailRequest, type Refusal, validateMessage } from './validate.js';
 
@@ -144,16 +145,20 @@ export async function registerMessagingRoutes(app: App, ctx: AppContext): Promis
             true,
           ),
         );
-        let status = stored.status;
-        if (status === 'queued') {
+        let outcome: Attempted = { status: stored.status, invalidRecipient: false };
+        if (stored.status === 'queued') {
           // The first attempt starts now; answer with its outcome if it comes in time.
           const attempt = ctx.messenger.sendClaimed(stored);
-          const timeout = new Promise<'queued'>((resolve) => setTimeout(() => resolve('queued'), FIRST_ATTEMPT_WAIT_MS).unref());
-          status = await Promise.race([attempt, timeout]);
+          const timeout = new Promise<Attempted>((resolve) =>
+            setTimeout(() => resolve({ status: 'queued', invalidRecipient: false }), FIRST_ATTEMPT_WAIT_MS).unref(),
+          );
+          outcome = await Promise.race([attempt, timeout]);
         }
-        return valid.type === 'email'
-          ? messagingReply.emailAccepted(reply, stored.id, status)
-          : messagingReply.smsAccepted(reply, stored.id, status);
+        if (valid.type === 'sms') return messagingReply.smsAccepted(reply, stored.id, outcome.status);
+        // The mail server said the address does not exist: the interface's invalid-recipient
+        // answer, as for an address that fails the syntax check (the message is kept as failed).
+        if (outcome.invalidRecipient) return messagingReply.emailInvalidRecipient(reply, valid.email, stored.id);
+        return messagingReply.emailAccepted(reply, stored.id, outcome.status);
       },
     );
 

@@ -33,6 +33,8 @@ export interface SmtpPeerOptions {
   starttls?: boolean;
   /** Recipients answered `550 mailbox unavailable` at RCPT TO. */
   rejectRecipients?: string[];
+  /** Recipients answered at RCPT TO with this code and text, e.g. `[550, '5.7.1 Relaying denied']`. */
+  recipientReplies?: Record<string, [number, string]>;
   /** Answer `451` after DATA to the next N messages. */
   failNext?: number;
   /** Listen on this port (e.g. where a service was already told to deliver); default an ephemeral port. */
@@ -105,6 +107,11 @@ export async function startSmtpPeer(options: SmtpPeerOptions = {}): Promise<Smtp
     onRcptTo(address, _session, callback) {
       if (rejected.has(address.address.toLowerCase())) {
         callback(smtpError(`<${address.address}>: mailbox unavailable`, 550));
+        return;
+      }
+      const refusal = options.recipientReplies?.[address.address.toLowerCase()];
+      if (refusal) {
+        callback(smtpError(refusal[1], refusal[0]));
         return;
       }
       callback();

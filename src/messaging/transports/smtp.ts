@@ -69,6 +69,7 @@ interface SmtpErrorLike {
   code?: unknown;
   responseCode?: unknown;
   response?: unknown;
+  command?: unknown;
   message?: unknown;
 }
 
@@ -84,6 +85,17 @@ function refusedBy(response: unknown, responseCode = 0): string {
   const code = reply?.[1] ?? (responseCode >= 400 ? String(responseCode) : null);
   if (code === null) return 'Refused by the mail server.';
   return `Refused by the mail server: ${code}${reply?.[2] ? ` ${reply[2]}` : ''}.`;
+}
+
+/**
+ * Whether a refusal at RCPT TO says the address itself is bad: an enhanced status 5.1.x
+ * (bad mailbox, bad domain, bad syntax; RFC 3463), or without one the reply codes 550, 551
+ * and 553. A 5.7.x refusal (relaying denied, policy) is about the sender, not the address.
+ */
+function refusesAddress(response: unknown, responseCode: number): boolean {
+  const enhanced = typeof response === 'string' ? /^5[0-9]{2}[ -]([45]\.[0-9]{1,3}\.[0-9]{1,3})\b/.exec(response)?.[1] : undefined;
+  if (enhanced !== undefined) return enhanced.startsWith('5.1.');
+  return responseCode === 550 || responseCode === 551 || responseCode === 553;
 }
 
 /** A single plain address: no display name, no list, no whitespace or header-breaking characters. */
@@ -163,6 +175,7 @@ export class SmtpTransport implements EmailTransport {
       throw new PermanentSendError(
         this.#scrub(`SMTP server ${this.#where} refused the recipient: ${info.response}`),
         refusedBy(info.response),
+        refusesAddress(info.response, Number(/^[0-9]{3}/.exec(info.response)?.[0] ?? 0)),
       );
     }
     return { status: 'sent', providerId: info.messageId ?? null };
@@ -185,7 +198,8 @@ export class SmtpTransport implements EmailTransport {
     // Authentication, TLS and connection trouble is the service's setup or the network, not
     // this message: worth retrying once fixed, even when the server said 5xx (535 bad login).
     if (TRANSIENT_CODES.has(code)) return new TransientSendError(text);
-    if (responseCode >= 500) return new PermanentSendError(text, reason);
+    if (responseCode >= 500)
+      return new PermanentSendError(text, reason, e.command === 'RCPT TO' && refusesAddress(e.response, responseCode));
     if (responseCode >= 400) return new TransientSendError(text, reason);
     // Refused before any SMTP exchange for this message (e.g. no valid recipient): retrying won't help.
     if (code === 'EENVELOPE' || code === 'EMESSAGE') return new PermanentSendError(text);

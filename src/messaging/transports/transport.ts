@@ -45,10 +45,19 @@ abstract class SendError extends Error {
     super(message);
   }
 }
+/** Never worth retrying: the recipient or content was refused for good (5xx SMTP, SMPP rejections). */
+export class PermanentSendError extends SendError {
+  constructor(
+    message: string,
+    reason: string | null = null,
+    /** The server said the recipient's address does not exist or cannot take mail (SMTP 5.1.x at RCPT TO). */
+    readonly invalidRecipient = false,
+  ) {
+    super(message, reason);
+  }
+}
 /** Worth retrying later: connection refused or dropped, timeouts, 4xx SMTP, throttling. */
 export class TransientSendError extends SendError {}
-/** Never worth retrying: the recipient or content was refused for good (5xx SMTP, SMPP rejections). */
-export class PermanentSendError extends SendError {}
 
 export interface EmailTransport {
   readonly name: string;
