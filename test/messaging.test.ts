@@ -554,6 +554,7 @@ describe('messaging over SMTP', () => {
   let peer: SmtpPeer;
   let lipa: Lipa;
   let key: string;
+  let token: string;
   before(async () => {
     // The peer offers no STARTTLS: the service verifies certificates and SMTP_URL has no way
     // to trust a self-signed one, so a STARTTLS peer here would never be delivered to.
@@ -566,7 +567,7 @@ describe('messaging over SMTP', () => {
     });
     lipa = await startLipa({ SMTP_URL: peer.url });
     const merchant = await createMerchant(lipa);
-    const token = await loginOverSmtp(lipa, peer, merchant);
+    token = await loginOverSmtp(lipa, peer, merchant);
     key = (await messagingKey(lipa, token)).apiKey;
   });
   after(async () => {
@@ -650,6 +651,13 @@ describe('messaging over SMTP', () => {
     const data = await waitForStatus(lipa, key, reply.body.id, ['failed', 'sent', 'delivered']);
     assert.equal(data.status, 'failed');
     assert.equal(data.error, 'Refused by the mail server: 550 5.7.1.');
+    // The merchant's list shows the same, reason included.
+    const listed = await call(lipa.url, 'GET', '/api/v1/messages?limit=200', { token });
+    assert.equal(listed.status, 200, listed.text);
+    assert.deepEqual(
+      listed.body.find((m: { id: string }) => m.id === reply.body.id),
+      data,
+    );
   });
 
   test('a merchant login OTP goes out over SMTP, works at confirm, and the stored copy hides the digits', async () => {

@@ -105,6 +105,22 @@ const Refused = (description: string) =>
   Type.Object({ status: Type.Literal('error'), message: Type.String(), error_code: Type.Optional(Type.String()) }, { description });
 const Phone = Type.Object({ number: Type.String({ description: 'Masked but for the last three digits' }), country_code: Type.String() });
 
+/** A message as GET /api/messages/{id} shows it (its `data`), and each entry of GET /api/v1/messages. */
+export const StoredMessage = Type.Object({
+  id: Type.String(),
+  status: Type.String({ description: 'queued, sent, delivered or failed' }),
+  type: Type.String({ description: 'email or sms' }),
+  content: Type.String(),
+  created_at: Type.String(),
+  error: Type.Optional(Type.String({ description: 'Only when failed: the refusal, the receipt, or that it was given up on' })),
+  // Present by type (the columns are shared by both types, hence nullable in the table).
+  segments: Type.Optional(Type.Union([Type.Integer(), Type.Null()], { description: 'SMS only' })),
+  phone: Type.Optional(Phone),
+  email: Type.Optional(Type.Union([Type.String(), Type.Null()], { description: 'Email only' })),
+  subject: Type.Optional(Type.Union([Type.String(), Type.Null()], { description: 'Email only' })),
+  content_type: Type.Optional(Type.Union([Type.String(), Type.Null()], { description: 'Email only: text or html' })),
+});
+
 /**
  * The answers above as OpenAPI describes them. Only for the description (the routes send
  * the objects above as they are; a response schema would have Fastify re-serialise them).
@@ -138,24 +154,7 @@ export const messagingResponseDocs: Record<'send' | 'lookup', Record<number, TSc
     ),
   },
   lookup: {
-    200: Type.Object(
-      {
-        data: Type.Object({
-          id: Type.String(),
-          status: Type.String({ description: 'queued, sent, delivered or failed' }),
-          type: Type.String({ description: 'email or sms' }),
-          content: Type.String(),
-          created_at: Type.String(),
-          error: Type.Optional(Type.String({ description: 'Only when failed: the refusal, the receipt, or that it was given up on' })),
-          segments: Type.Optional(Type.Integer({ description: 'SMS only' })),
-          phone: Type.Optional(Phone),
-          email: Type.Optional(Type.String()),
-          subject: Type.Optional(Type.String()),
-          content_type: Type.Optional(Type.String()),
-        }),
-      },
-      { description: 'The message' },
-    ),
+    200: Type.Object({ data: StoredMessage }, { description: 'The message' }),
     401: Type.Object({ message: Type.Literal('Authentication failed'), reason: Type.String() }, { description: 'Missing or bad api_key' }),
     403: Type.Object({ message: Type.String() }, { description: "Another account's message" }),
     404: Type.Object({ message: Type.String(), error_code: Type.Literal('not_found') }, { description: 'Unknown message' }),
