@@ -199,7 +199,18 @@ describe('messaging API: answers and refusals (embedded outbox)', () => {
 
   test('email invalid recipient: 500 with a JSON string saying the address is invalid, nothing stored', async () => {
     const before = await countMessages(lipa);
-    for (const address of ['not-an-email', 'a@b', 'a@localhost']) {
+    for (const address of [
+      'not-an-email',
+      'a@b',
+      'a@localhost',
+      // Valid in RFC 5321 or 6531, but not sendable as one plain address to any server:
+      '"john doe"@example.com',
+      '"john..doe"@example.com',
+      'üser@example.com',
+      // IDNA would send these to another domain than the one shown (U+200B dropped, a full-width letter mapped).
+      'user@example.co\u200b.uk',
+      'user@\uff45xample.com',
+    ]) {
       const reply = await send(lipa, keyA, email({ email: address }));
       assert.equal(reply.status, 500, `${address}: ${reply.text}`);
       assert.match(reply.headers.get('content-type') ?? '', /^application\/json/);
@@ -213,6 +224,13 @@ describe('messaging API: answers and refusals (embedded outbox)', () => {
     assert.equal(long.status, 500);
     assert.ok(long.text.length < 500, `${long.text.length} characters`);
     assert.equal(await countMessages(lipa), before);
+  });
+
+  test('addresses that are sent as they are written are accepted: an IDN domain, upper case, plus addressing', async () => {
+    for (const address of ['user@bücher.de', 'User+tag@Example.COM', 'a@xn--bcher-kva.de']) {
+      const reply = await send(lipa, keyA, email({ email: address }));
+      assert.equal(reply.status, 200, `${address}: ${reply.text}`);
+    }
   });
 
   test('SMS sent: 201 {message, data: {status: delivered, id}}; the lookup masks the number and counts segments', async () => {

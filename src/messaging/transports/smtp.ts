@@ -1,4 +1,5 @@
 import nodemailer, { type SendMailOptions, type SMTPPoolSentMessageInfo, type Transporter } from 'nodemailer';
+import { PLAIN_ADDRESS } from '../validate.js';
 import { type EmailTransport, type OutboundEmail, PermanentSendError, type SendResult, TransientSendError } from './transport.js';
 
 /** SMTP_URL parsed: `smtp://[user[:pass]@]host[:port]` (STARTTLS when offered) or `smtps://…` (implicit TLS). */
@@ -98,9 +99,6 @@ function refusesAddress(response: unknown, responseCode: number): boolean {
   return responseCode === 550 || responseCode === 551 || responseCode === 553;
 }
 
-/** A single plain address: no display name, no list, no whitespace or header-breaking characters. */
-const SINGLE_ADDRESS = /^[^\s<>,;:"()[\]\\@]+@[^\s<>,;:"()[\]\\@]+$/;
-
 /**
  * Email over SMTP through a pool of nodemailer connections. `send` resolves once the server
  * accepted the message (250 after DATA): status `sent`, providerId = the Message-ID.
@@ -147,7 +145,7 @@ export class SmtpTransport implements EmailTransport {
   }
 
   async send(message: OutboundEmail): Promise<SendResult> {
-    if (!SINGLE_ADDRESS.test(message.to)) {
+    if (!PLAIN_ADDRESS.test(message.to)) {
       throw new PermanentSendError(
         'email recipient must be a single plain address (name@domain)',
         'Not sent: the recipient must be a single plain address (name@domain).',
