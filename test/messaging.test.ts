@@ -930,6 +930,12 @@ describe('messaging while the SMTP server is unreachable', () => {
       `back-off grows: ${first.next_attempt_at - first.updated_at} then ${second.next_attempt_at - second.updated_at}`,
     );
     assert.equal((await lookup(lipa, key, id)).body.data.status, 'queued');
+    // The operator is told why, once a minute for the same failure, not once a try.
+    const warnings = lipa.logs.map((line) => JSON.parse(line)).filter((entry) => entry.msg === 'message not sent, will retry');
+    assert.equal(warnings.length, 1, JSON.stringify(warnings));
+    assert.equal(warnings[0].level, 40);
+    assert.equal(warnings[0].type, 'email');
+    assert.match(warnings[0].error, new RegExp(`smtp://127\\.0\\.0\\.1:${down.port}`));
 
     await down.release();
     peer = await startSmtpPeer({ port: down.port });

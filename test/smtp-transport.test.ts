@@ -122,7 +122,8 @@ describe('SMTP transport', () => {
     const auth = { user: 'lipa@example.com', pass: 'p@ss:w/rd %41' };
     const peer = await peerFor(t, { auth });
     assert.match(peer.url, /^smtp:\/\/lipa%40example\.com:p%40ss%3Aw%2Frd%20%2541@127\.0\.0\.1:\d+$/);
-    const transport = transportFor(t, peer.url);
+    // The peer offers no STARTTLS; plain AUTH is allowed to this machine only when asked for.
+    const transport = transportFor(t, peer.url, { allowPlainAuthToLoopback: true });
     await transport.send(email());
     const [mail] = await peer.waitFor(1);
     assert.equal(mail?.user, 'lipa@example.com');
@@ -132,7 +133,7 @@ describe('SMTP transport', () => {
     const peer = await peerFor(t, { auth: { user: 'lipa', pass: 'right-password' } });
     const password = 'Wr0ng-S3cret-Pa55';
     const url = peer.url.replace('right-password', password);
-    const transport = transportFor(t, url);
+    const transport = transportFor(t, url, { allowPlainAuthToLoopback: true });
     const error = await transport.send(email()).then(
       () => assert.fail('expected the send to fail'),
       (e: unknown) => e,
@@ -144,6 +145,26 @@ describe('SMTP transport', () => {
     assert.ok(!error.message.includes(Buffer.from(password).toString('base64')));
     assert.ok(!error.message.includes(Buffer.from(`\u0000lipa\u0000${password}`).toString('base64')));
     assert.equal(peer.received.length, 0);
+  });
+
+  test('credentials never go out in clear: without STARTTLS nothing is sent and AUTH is never tried', async (t) => {
+    const peer = await peerFor(t, { auth: { user: 'lipa', pass: 'secret' } });
+    // The default (production's): STARTTLS before AUTH even to this machine.
+    const transport = transportFor(t, peer.url);
+    const error = await transport.send(email()).then(
+      () => assert.fail('expected the send to fail'),
+      (e: unknown) => e,
+    );
+    assert.ok(error instanceof TransientSendError, String(error));
+    assert.match(error.message, /STARTTLS/);
+    assert.equal(peer.authAttempts, 0, 'the password was never sent');
+    assert.equal(peer.received.length, 0);
+    // Allowed for this machine, a non-loopback host still needs STARTTLS. The hostname
+    // resolves to the peer here, but only literal loopback hosts are exempt.
+    const requiresTls = (url: string) => transportFor(t, url, { allowPlainAuthToLoopback: true }).requiresTls;
+    assert.equal(requiresTls(peer.url.replace('127.0.0.1', 'localhost')), false);
+    assert.equal(requiresTls(peer.url.replace('127.0.0.1', 'mail.example.com')), true);
+    assert.equal(requiresTls(peer.url.replace(/\/\/[^@]*@/, '//')), false, 'no credentials: opportunistic TLS');
   });
 
   test('STARTTLS is used when the server offers it', async (t) => {

@@ -72,6 +72,8 @@ export interface Attempted {
 export class Messenger implements Notifier {
   private inFlight = 0;
   private readonly running = new Set<Promise<Attempted>>();
+  /** Transient failures last logged, by type and text, and when (warnRetrying). */
+  private readonly warned = new Map<string, number>();
   /** Messages on the wire (each holding its current lease) and when their send began: renewLeases() extends them. */
   private readonly sending = new Map<MessageTable, number>();
   private readonly renewTimer: NodeJS.Timeout | null;
@@ -228,6 +230,7 @@ export class Messenger implements Notifier {
       failureReason = error.reason ?? `Refused by ${serverOf(message.type)}.`;
     } else {
       if (!(error instanceof TransientSendError)) this.log.error({ err: error, messageId: message.id }, 'message send failed unexpectedly');
+      else this.warnRetrying(message, error);
       // A transient failure (the server down, busy or throttling) is retried for as long as the
       // message is worth sending, however many tries that takes: an outage loses nothing.
       // The last try is at the window's end.
@@ -275,6 +278,21 @@ export class Messenger implements Notifier {
       return { status: early.receipt.delivered ? 'delivered' : 'failed', invalidRecipient: false };
     }
     return { status, invalidRecipient: error instanceof PermanentSendError && error.invalidRecipient };
+  }
+
+  /**
+   * Logs a transient failure (the server down, TLS or AUTH refused, throttling) at warn, each
+   * distinct one at most once a minute: an operator must see why messages stay queued (a wrong
+   * password would otherwise be retried for a day in silence), and an outage must not flood
+   * the log with one line per message and try.
+   */
+  private warnRetrying(message: MessageTable, error: TransientSendError): void {
+    const key = `${message.type} ${error.message}`;
+    const now = this.now();
+    if ((this.warned.get(key) ?? Number.NEGATIVE_INFINITY) > now - 60_000) return;
+    if (this.warned.size >= 100) this.warned.clear();
+    this.warned.set(key, now);
+    this.log.warn({ type: message.type, messageId: message.id, error: error.message }, 'message not sent, will retry');
   }
 
   /**

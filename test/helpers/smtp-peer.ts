@@ -53,6 +53,8 @@ export interface SmtpPeer {
   failNext: number;
   /** How long each message's answer waits; may be changed between sends. */
   replyDelayMs: number;
+  /** AUTH commands received, right or wrong. */
+  authAttempts: number;
   /** Resolves when at least `count` messages have arrived (rejects after `timeoutMs`). */
   waitFor(count: number, timeoutMs?: number): Promise<ReceivedMail[]>;
   close(): Promise<void>;
@@ -76,6 +78,7 @@ export async function startSmtpPeer(options: SmtpPeerOptions = {}): Promise<Smtp
     received: [],
     failNext: options.failNext ?? 0,
     replyDelayMs: options.replyDelayMs ?? 0,
+    authAttempts: 0,
     waitFor: async (count, timeoutMs = 10_000) => {
       const deadline = Date.now() + timeoutMs;
       while (peer.received.length < count) {
@@ -97,6 +100,7 @@ export async function startSmtpPeer(options: SmtpPeerOptions = {}): Promise<Smtp
     allowInsecureAuth: true,
     closeTimeout: 500,
     onAuth(auth, _session, callback) {
+      peer.authAttempts++;
       const want = options.auth;
       if (want && auth.username === want.user && auth.password === want.pass) {
         callback(null, { user: auth.username });

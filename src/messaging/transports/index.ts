@@ -7,7 +7,9 @@ import { SmtpTransport } from './smtp.js';
 /** The transports the configuration asks for; a type with no URL uses the embedded outbox. */
 export function createTransports(config: Config, log: FastifyBaseLogger): Transports {
   return {
-    email: config.smtpUrl ? new SmtpTransport(config.smtpUrl, { from: config.smtpFrom }) : null,
+    email: config.smtpUrl
+      ? new SmtpTransport(config.smtpUrl, { from: config.smtpFrom, allowPlainAuthToLoopback: config.env !== 'production' })
+      : null,
     sms: config.smppUrl ? new SmppTransport({ url: config.smppUrl, sourceAddr: config.smppSourceAddr, logger: log }) : null,
   };
 }

@@ -18,6 +18,14 @@ export interface SmtpTransportOptions {
   from?: string;
   /** Verify the server's TLS certificate (STARTTLS and smtps); default true. */
   rejectUnauthorized?: boolean;
+  /**
+   * May the credentials of SMTP_URL go to a server on this machine (localhost, 127.0.0.0/8,
+   * ::1) over a connection without TLS, when it offers no STARTTLS; default false. Any other
+   * server always gets STARTTLS before AUTH, offered or not, and a server that cannot do it
+   * gets nothing: the message is retried (a man in the middle who strips STARTTLS from the
+   * server's answer must not learn the password).
+   */
+  allowPlainAuthToLoopback?: boolean;
   /** Pooled connections kept open to the server; default 5. */
   poolSize?: number;
   /** Connection and greeting timeout in ms; default 30 000. */
@@ -74,6 +82,11 @@ interface SmtpErrorLike {
   message?: unknown;
 }
 
+/** Whether a host (as SMTP_URL writes it) is this machine: localhost, 127.0.0.0/8 or ::1. */
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$/.test(host);
+}
+
 /** Error codes that say the connection or the server setup is at fault, never the message. */
 const TRANSIENT_CODES = new Set(['ECONNECTION', 'ETIMEDOUT', 'ESOCKET', 'EDNS', 'ETLS', 'EAUTH', 'ENOAUTH', 'EPROTOCOL', 'EREQUIRETLS']);
 
@@ -112,6 +125,8 @@ export class SmtpTransport implements EmailTransport {
   /** Strings that must never appear in an error message (the password and its encodings). */
   readonly #secrets: string[];
   readonly #where: string;
+  /** Whether AUTH waits for STARTTLS (credentials, not smtps, not an allowed loopback). */
+  readonly requiresTls: boolean;
 
   constructor(smtpUrl: string, options: SmtpTransportOptions = {}) {
     const target = parseSmtpUrl(smtpUrl);
@@ -122,12 +137,14 @@ export class SmtpTransport implements EmailTransport {
     this.#idDomain = /@([^\s<>@]+?)>?\s*$/.exec(this.#from)?.[1] ?? 'lipa.local';
     this.#where = `${target.secure ? 'smtps' : 'smtp'}://${target.host}:${target.port}`;
     this.#secrets = secretForms(target.user, target.pass);
+    this.requiresTls = target.user !== null && !target.secure && !(options.allowPlainAuthToLoopback === true && isLoopback(target.host));
     this.#mailer = nodemailer.createTransport({
       pool: true,
       maxConnections: poolSize,
       host: target.host,
       port: target.port,
       secure: target.secure,
+      requireTLS: this.requiresTls,
       // smtp://: nodemailer upgrades with STARTTLS whenever the server offers it (and fails
       // rather than going on in clear if the upgrade fails); it does not demand it.
       ...(target.user !== null ? { auth: { user: target.user, pass: target.pass ?? '' } } : {}),
