@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { createHmac, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { LipaClient, type Payment } from '../src/client/index.js';
@@ -59,6 +60,22 @@ function signedHeaders(base: string, key: Key, options: SendOptions): Record<str
 /** One POST with exactly these headers and body bytes. */
 function post(base: string, path: string, headers: Record<string, string>, body: string): Promise<Reply> {
   return call(base, 'POST', path, { raw: body, headers: { 'content-type': 'application/json', ...headers } });
+}
+
+/** One POST with this Host header (fetch sets Host from the URL). */
+function postWithHost(base: string, path: string, host: string, headers: Record<string, string>, body: string) {
+  return new Promise<{ status: number; text: string }>((resolve, reject) => {
+    const request = httpRequest(`${base}${path}`, { method: 'POST', headers: { ...headers, host } }, (response) => {
+      let text = '';
+      response.setEncoding('utf8');
+      response.on('data', (chunk: string) => {
+        text += chunk;
+      });
+      response.on('end', () => resolve({ status: response.statusCode ?? 0, text }));
+    });
+    request.on('error', reject);
+    request.end(body);
+  });
 }
 
 async function send(lipa: Lipa, key: Key, options: SendOptions): Promise<{ reply: Reply; headers: Record<string, string> }> {
@@ -509,6 +526,39 @@ describe('signed requests: every check of CONTRACT §5, each its own 403', () =>
     assertOk((await send(lipa, key, { path: STATUS, body: statusBody(), sign: { origin: `http://${host}` } })).reply);
     // The host is what the client called, port included.
     assert.equal(host, `127.0.0.1:${new URL(lipa.url).port}`);
+  });
+
+  test('the same origin written another way verifies: host in any case, default port written out or left out', async () => {
+    const { port } = new URL(lipa.url);
+    /** A status request whose Host header says `host`, signed for `origin`. */
+    const withHost = (host: string, origin: string) => {
+      const body = statusBody();
+      const headers = signedHeaders(lipa.url, key, { path: STATUS, body, sign: { origin } });
+      return postWithHost(lipa.url, STATUS, host, { 'content-type': 'application/json', ...headers }, body);
+    };
+    for (const [host, origin] of [
+      [`LocalHost:${port}`, `https://localhost:${port}`], // the Host header as typed, the origin as a URL parser writes it
+      ['localhost', 'https://localhost:443'], // curl leaves the default port out of Host...
+      ['localhost', 'http://localhost:80'],
+      ['localhost:443', 'https://localhost'], // ...and Python's urlsplit().netloc keeps it
+      ['localhost:80', 'http://localhost'],
+      ['[::1]:443', 'https://[::1]'],
+    ] as const) {
+      const reply = await withHost(host, origin);
+      assert.equal(reply.status, 200, `Host ${host}, signed for ${origin}: ${reply.text}`);
+    }
+    // Another port, or a default port that is not the scheme's, is another origin.
+    for (const [host, origin] of [
+      ['localhost:8443', 'https://localhost'],
+      ['localhost', 'https://localhost:8080'],
+      ['localhost', 'https://localhost:80'],
+      ['localhost:80', 'https://localhost'],
+      ['localhost', 'https://localhost.'],
+    ] as const) {
+      const reply = await withHost(host, origin);
+      assert.equal(reply.status, 403, `Host ${host}, signed for ${origin}: ${reply.text}`);
+      assert.equal(JSON.parse(reply.text).error.code, 'signature_mismatch');
+    }
   });
 
   test('the signature does not cover the path', async () => {

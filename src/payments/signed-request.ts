@@ -50,6 +50,31 @@ class OpenedSecrets {
 const refuse = (code: ErrorCode, message: string) => new AppError(code, message);
 
 /**
+ * The same origins written the other ways a client may have signed them: the host in lower
+ * case (host names are case-insensitive, and URL parsers lower-case them while a Host header
+ * may not), and the scheme's default port written out or left out (`https://pay.example.com`
+ * and `https://pay.example.com:443` are one origin; curl and most libraries leave `:443` out
+ * of the Host header, Python's `urlsplit().netloc` keeps it). Only tried when the origins as
+ * sent do not match, so a correct request costs no extra HMAC.
+ */
+export function sameOrigins(origins: string[]): string[] {
+  const out = new Set<string>();
+  for (const origin of origins) {
+    const match = /^(https?):\/\/(\[[^\]]*\]|[^:/]*)(?::([0-9]+))?$/i.exec(origin);
+    if (!match) continue;
+    const scheme = (match[1] as string).toLowerCase();
+    const host = (match[2] as string).toLowerCase();
+    const defaultPort = scheme === 'https' ? '443' : '80';
+    const port = match[3];
+    out.add(`${scheme}://${host}${port === undefined ? '' : `:${port}`}`);
+    if (port === undefined) out.add(`${scheme}://${host}:${defaultPort}`);
+    else if (port === defaultPort) out.add(`${scheme}://${host}`);
+  }
+  for (const origin of origins) out.delete(origin);
+  return [...out];
+}
+
+/**
  * The checks of CONTRACT §5 for endpoints 5 and 6, each failure a 403 with its own code,
  * before the body is validated. Nonces are single use per key, kept in the database so
  * every instance sees them, and only recorded once everything else has passed, so that
@@ -111,7 +136,8 @@ export function signedRequests(ctx: AppContext) {
     const method = request.method.toUpperCase();
     const host = request.headers.host ?? '';
     const origins = ctx.config.publicBaseUrl ? [ctx.config.publicBaseUrl] : [`https://${host}`, `http://${host}`];
-    if (!origins.some((origin) => digestEquals(hmacHex(secret, signingString(origin, method, timestamp, nonce, keyId)), signature))) {
+    const signed = (origin: string) => digestEquals(hmacHex(secret, signingString(origin, method, timestamp, nonce, keyId)), signature);
+    if (!origins.some(signed) && !sameOrigins(origins).some(signed)) {
       throw refuse('signature_mismatch', 'X-Service-Signature does not match.');
     }
 
