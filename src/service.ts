@@ -71,6 +71,7 @@ export async function main(): Promise<(signal: string) => Promise<void>> {
 
 async function start(config: Config, log: FastifyBaseLogger) {
   const store = await openDatabase(config.databaseUrl, { poolSize: config.databasePoolSize });
+  if (store.migrationsApplied.length > 0) log.info({ migrations: store.migrationsApplied }, 'database migrated');
   const ctx = createContext({ config, store, log, transports: createTransports(config, log) });
   const app = await buildApp(ctx);
   const mock = config.mockPort !== 0 ? await buildMockApp(ctx) : null;

@@ -1,8 +1,13 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { chmodSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { Agent, request as httpRequest } from 'node:http';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
+import { openDatabase } from '../src/db/database.js';
+import { migrations } from '../src/db/migrations/index.js';
 import { ADMIN_TOKEN, freshDatabase, type TestDatabase } from './helpers/harness.js';
 
 /** The real program, as `npm start` runs it (from source, through tsx). */
@@ -56,6 +61,65 @@ describe('the service process', () => {
   const databases: TestDatabase[] = [];
   after(async () => {
     for (const database of databases) await database.drop();
+  });
+
+  test('`lipa migrate` says which migrations it applied: all on a new database, none the second time', async () => {
+    const database = await freshDatabase();
+    databases.push(database);
+    const migrate = () => {
+      const result = spawnSync(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'migrate'], {
+        env: { PATH: process.env.PATH ?? '', ADMIN_TOKEN, DATABASE_URL: database.url },
+        encoding: 'utf8',
+        timeout: 20_000,
+      });
+      assert.equal(result.status, 0, result.stderr);
+      return JSON.parse(result.stdout);
+    };
+    const first = migrate();
+    assert.deepEqual(first.applied, Object.keys(migrations));
+    assert.equal(first.migrated, true);
+    assert.deepEqual(migrate().applied, []);
+  });
+
+  test('a database migrated by a newer version: one line saying so, and nothing changed', async () => {
+    const database = await freshDatabase();
+    databases.push(database);
+    const store = await openDatabase(database.url);
+    await store.db
+      .insertInto('kysely_migration' as never)
+      .values({ name: '999_from_the_future', timestamp: new Date().toISOString() } as never)
+      .execute();
+    await store.close();
+    const result = runToExit({ ADMIN_TOKEN, DATABASE_URL: database.url, MOCK_PORT: '0' });
+    assert.equal(result.status, 1, result.stderr);
+    assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
+    assert.match(
+      result.stderr,
+      /^lipa: cannot start: the database was migrated by a newer version of Lipa \(it has migration 999_from_the_future/,
+    );
+    const reopened = await openDatabase(database.url, { upTo: '001_foundation' }).catch((error: Error) => error);
+    assert.ok(reopened instanceof Error, 'still refused');
+  });
+
+  test('a SQLite file this process may not write: one line saying so, instead of a service whose every write fails', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'lipa-readonly-'));
+    try {
+      const file = join(dir, 'lipa.sqlite');
+      await (await openDatabase(`file:${file}`)).close();
+      for (const name of readdirSync(dir)) chmodSync(join(dir, name), 0o444);
+      chmodSync(dir, 0o555);
+      // Root may write any file: as root, run it as nobody.
+      const env = { PATH: process.env.PATH ?? '', ADMIN_TOKEN, DATABASE_URL: `file:${file}`, MOCK_PORT: '0', PORT: '0' };
+      const [command, args] =
+        process.getuid?.() === 0 ? ['runuser', ['-u', 'nobody', '--', process.execPath, ...MAIN]] : [process.execPath, MAIN];
+      const result = spawnSync(command, args, { env, encoding: 'utf8', timeout: 20_000 });
+      assert.equal(result.status, 1, result.stderr);
+      assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
+      assert.match(result.stderr, /^lipa: cannot start: the database .*lipa\.sqlite is read-only to this process/);
+    } finally {
+      chmodSync(dir, 0o755);
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test('production refuses to start without ADMIN_TOKEN, with one clear line', () => {

@@ -115,7 +115,7 @@ async function run(argv: string[]): Promise<unknown> {
   const config = loadConfig();
   const store = await openDatabase(config.databaseUrl, { poolSize: config.databasePoolSize });
   try {
-    if (request === null) return { migrated: true, database: store.dialect };
+    if (request === null) return { migrated: true, database: store.dialect, applied: store.migrationsApplied };
     const app = await buildApp(createContext({ config, store, log: createLogger('warn') }));
     try {
       const reply = await app.inject({

@@ -33,14 +33,13 @@ export interface OpenOptions {
   upTo?: string;
 }
 
-/** Opens the database and brings its schema up to date. */
-export async function openDatabase(url: string, options: OpenOptions = {}): Promise<Db> {
+/** Opens the database and brings its schema up to date; `migrationsApplied` names what that took. */
+export async function openDatabase(url: string, options: OpenOptions = {}): Promise<Db & { migrationsApplied: string[] }> {
   // pg is loaded only when used: a SQLite process starts faster without it.
   const handle = url.startsWith('file:')
     ? openSqlite(url.slice('file:'.length))
     : openPostgres((await import('pg')).default, url, options.poolSize ?? 20);
-  await migrate(handle.db, options.upTo);
-  return handle;
+  return { ...handle, migrationsApplied: await migrate(handle.db, options.upTo) };
 }
 
 /** How long /ready waits for the database before it says the service is not ready. */
@@ -62,6 +61,11 @@ async function ping(db: Kysely<Database>): Promise<void> {
 export async function migrate(db: Kysely<Database>, upTo?: string): Promise<string[]> {
   const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } });
   const { error, results } = upTo === undefined ? await migrator.migrateToLatest() : await migrator.migrateTo(upTo);
+  const newer = /previously executed migration (\S+) is missing/.exec(String((error as Error | undefined)?.message));
+  if (newer)
+    throw new Error(
+      `the database was migrated by a newer version of Lipa (it has migration ${newer[1]}, which this version does not know): run that version or a newer one; nothing was changed`,
+    );
   if (error) throw error;
   return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
 }
@@ -69,11 +73,22 @@ export async function migrate(db: Kysely<Database>, upTo?: string): Promise<stri
 function openSqlite(path: string): Db {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const sqlite = new BetterSqlite3(path);
-  // WAL for concurrent readers, synchronous=FULL so an acknowledged commit survives a power cut.
-  sqlite.pragma('journal_mode = WAL');
-  sqlite.pragma('synchronous = FULL');
-  sqlite.pragma('foreign_keys = ON');
-  sqlite.pragma('busy_timeout = 5000');
+  try {
+    // WAL for concurrent readers, synchronous=FULL so an acknowledged commit survives a power cut.
+    sqlite.pragma('journal_mode = WAL');
+    sqlite.pragma('synchronous = FULL');
+    sqlite.pragma('foreign_keys = ON');
+    sqlite.pragma('busy_timeout = 5000');
+    // SQLite opens a file it may not write read-only without a word, and every write would
+    // then fail: refuse to start instead.
+    sqlite.exec('BEGIN IMMEDIATE');
+    sqlite.exec('ROLLBACK');
+  } catch (error) {
+    sqlite.close();
+    if (String((error as { code?: unknown }).code).startsWith('SQLITE_READONLY'))
+      throw new Error(`the database ${path} is read-only to this process: it needs to write the file and its directory`);
+    throw error;
+  }
   const statements = withStatementCache(sqlite);
   const db = new Kysely<Database>({ dialect: new SqliteDialect({ database: statements }) });
   // Outside a transaction, a hot read may run straight away; inside one it waits its turn.
@@ -315,6 +330,12 @@ function openPostgres(driver: typeof pg, url: string, poolSize: number): Db {
   // An idle connection that the server drops (restart, failover) must not crash the
   // process: the pool discards it and the next query opens a new one.
   pool.on('error', (err) => process.emitWarning(`PostgreSQL idle connection lost: ${err.message}`));
+  // Nor one that drops while checked out (between a transaction's statements): the pool
+  // listens only to idle clients, and an 'error' event nobody listens to ends the process.
+  // The statement under way fails (its unit with it) and the client is discarded on release.
+  pool.on('connect', (client) => {
+    client.on('error', (err) => process.emitWarning(`PostgreSQL connection lost: ${err.message}`));
+  });
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   // Units under way when the store is closed still commit (or fail) before the pool ends.
   const running = new Set<Promise<unknown>>();

@@ -37,6 +37,7 @@ const STATUS = {
   rate_limited: 429,
   internal_error: 500,
   not_ready: 503,
+  database_unavailable: 503,
 } as const satisfies Record<string, number>;
 
 export type ErrorCode = keyof typeof STATUS;
@@ -185,11 +186,36 @@ export function toAppError(error: FastifyError | Error): AppError {
   if (fastifyError.statusCode === 413) return new AppError('payload_too_large', 'The request body is too large.');
   if (fastifyError.statusCode === 415) return new AppError('unsupported_media_type', 'Send the body as application/json.');
   if (fastifyError.statusCode === 400) return new AppError('invalid_json', error.message);
+  if (isDatabaseUnavailable(error))
+    return new AppError('database_unavailable', 'The database is unavailable; retry in a few seconds.', undefined, {
+      'Retry-After': String(DATABASE_RETRY_AFTER_SECONDS),
+    });
   return new AppError('internal_error', 'Something went wrong on our side; retry later.');
 }
+
+/** What a 503 database_unavailable asks the client to wait. */
+const DATABASE_RETRY_AFTER_SECONDS = 5;
 
 export function errorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   const appError = toAppError(error);
   if (appError.code === 'internal_error') request.log.error({ err: error }, 'unhandled error');
+  if (appError.code === 'database_unavailable') request.log.warn({ err: error }, 'database unavailable');
   return sendError(reply, appError);
+}
+
+/**
+ * Whether an error says the database cannot be used just now (PostgreSQL down, restarting or
+ * out of connections, a dropped connection; SQLite's disk full, its file read-only, an I/O
+ * error, a lock held too long), rather than that the request or the code is wrong.
+ */
+export function isDatabaseUnavailable(error: unknown): boolean {
+  const e = (typeof error === 'object' && error !== null ? error : {}) as { code?: unknown; message?: unknown };
+  const code = typeof e.code === 'string' ? e.code : '';
+  if (code.startsWith('SQLITE_')) return /^SQLITE_(FULL|READONLY|IOERR|BUSY|CANTOPEN|NOLFS)/.test(code);
+  // PostgreSQL SQLSTATE classes 08 (connection), 53 (insufficient resources: disk full, out of
+  // memory, too many connections) and 57P (shutting down, restarting, cannot connect now).
+  if (/^(08|53|57P)[0-9A-Z]{2,3}$/.test(code)) return true;
+  if (['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN'].includes(code)) return true;
+  const message = typeof e.message === 'string' ? e.message : '';
+  return /^(Connection terminated|Client has encountered a connection error|timeout exceeded when trying to connect)/.test(message);
 }

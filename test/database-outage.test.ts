@@ -1,0 +1,108 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { sql } from 'kysely';
+import { signRequest } from '../src/client/index.js';
+import { type MerchantSetup, merchantWithPos, paymentBody } from './helpers/client.js';
+import { type Lipa, startLipa } from './helpers/harness.js';
+
+/**
+ * The database failing under requests: the service answers a precise 503 with Retry-After,
+ * never exits, and carries on by itself once the database is back. SQLite runs out of room
+ * (max_page_count, the way a full disk looks to it); PostgreSQL has every connection of the
+ * service killed, over and over, while payments are created (as a restart or failover does).
+ */
+
+describe('the database failing under requests', () => {
+  let lipa: Lipa;
+  let merchant: MerchantSetup;
+
+  before(async () => {
+    lipa = await startLipa({ RATE_LIMIT_KEY_PER_SEC: '100000' });
+    merchant = await merchantWithPos(lipa);
+  });
+  after(async () => {
+    await lipa.close();
+  });
+
+  /** A signed creation, with the answer's Retry-After. */
+  const create = async () => {
+    const body = JSON.stringify(paymentBody(merchant));
+    const url = `${lipa.url}/api/public/v1/merchant-payments`;
+    const headers = signRequest({ keyId: merchant.keyId, secret: merchant.secret, method: 'POST', url, body });
+    const response = await fetch(url, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body });
+    return { status: response.status, body: (await response.json()) as unknown, retryAfter: response.headers.get('retry-after') };
+  };
+
+  test('writes answer 503 database_unavailable with Retry-After while it fails, nothing half done, and work resumes after', async () => {
+    const created: string[] = [];
+    const unavailable: { status: number; body: unknown; retryAfter: string | null }[] = [];
+    const record = (reply: { status: number; body: unknown; retryAfter: string | null }) => {
+      if (reply.status === 201) created.push((reply.body as { paymentIdentifier: string }).paymentIdentifier);
+      else unavailable.push(reply);
+    };
+
+    if (lipa.ctx.store.dialect === 'sqlite') {
+      // No room for one more page: every write fails as on a full disk.
+      const { rows } = await sql<{ page_count: number }>`pragma page_count`.execute(lipa.ctx.store.db);
+      await sql.raw(`pragma max_page_count = ${rows[0]?.page_count}`).execute(lipa.ctx.store.db);
+      try {
+        for (let i = 0; i < 20; i++) record(await create());
+      } finally {
+        await sql`pragma max_page_count = 4294967294`.execute(lipa.ctx.store.db);
+      }
+      assert.ok(unavailable.length > 0, 'some writes failed');
+    } else {
+      // Kill the service's connections every 20 ms while 8 clients create payments for 3 s.
+      const pg = (await import('pg')).default;
+      const killer = new pg.Client({ connectionString: lipa.databaseUrl });
+      await killer.connect();
+      let killing = true;
+      let kills = 0;
+      const killing$ = (async () => {
+        while (killing) {
+          const result = await killer.query(
+            'select pg_terminate_backend(pid) as killed from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()',
+          );
+          kills += result.rows.filter((r) => r.killed).length;
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      })();
+      const until = Date.now() + 3000;
+      await Promise.all(
+        Array.from({ length: 8 }, async () => {
+          while (Date.now() < until) record(await create());
+        }),
+      );
+      killing = false;
+      await killing$;
+      await killer.end();
+      assert.ok(kills > 10, `${kills} connections killed`);
+    }
+
+    for (const reply of unavailable) {
+      assert.equal(reply.status, 503, JSON.stringify(reply));
+      assert.deepEqual(
+        (reply.body as { error: unknown }).error,
+        { code: 'database_unavailable', message: 'The database is unavailable; retry in a few seconds.' },
+        JSON.stringify(reply),
+      );
+      assert.equal(reply.retryAfter, '5');
+    }
+    // Every payment the service acknowledged is there, once.
+    const stored = await lipa.ctx.store.db.selectFrom('payments').select('id').where('merchant_id', '=', merchant.merchantId).execute();
+    for (const id of created)
+      assert.ok(
+        stored.some((row) => row.id === id),
+        `${id} was acknowledged but is not stored`,
+      );
+    // And the service carries on by itself (on PostgreSQL the pool opens new connections).
+    let after: Awaited<ReturnType<typeof create>> | undefined;
+    for (let i = 0; i < 20 && after?.status !== 201; i++) {
+      after = await create();
+      if (after.status !== 201) await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.equal(after?.status, 201, JSON.stringify(after?.body));
+    const ready = await fetch(`${lipa.url}/ready`);
+    assert.equal(ready.status, 200);
+  });
+});
