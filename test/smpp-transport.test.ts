@@ -185,6 +185,15 @@ describe('SmppTransport', () => {
     assert.equal(submitted?.sourceNpi, 1);
   });
 
+  test('a short code sender (digits, at most 8, no plus) goes as a network-specific number, not an international one', async (t) => {
+    const { peer, transport } = await setup(t, {}, { sourceAddr: '22555' });
+    await transport.send(sms('hi'));
+    const [submitted] = await peer.waitFor(1);
+    assert.equal(submitted?.source, '22555');
+    assert.equal(submitted?.sourceTon, 3);
+    assert.equal(submitted?.sourceNpi, 0);
+  });
+
   test('delivery receipts reach onReceipt: DELIVRD is delivered, UNDELIV is not, and each is acknowledged', async (t) => {
     const { peer, transport } = await setup(t, { receipts: true, receiptDelayMs: 20, undeliverable: ['254708000999'] });
     const receipts = receiptsOf(transport);

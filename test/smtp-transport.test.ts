@@ -15,6 +15,7 @@ function email(overrides: Partial<OutboundEmail> = {}): OutboundEmail {
     subject: 'Your receipt',
     contentType: 'text',
     content: 'Thank you for your payment.',
+    createdAt: Date.now(),
     ...overrides,
   };
 }
@@ -51,7 +52,7 @@ describe('SMTP transport', () => {
   test('a text email arrives as text/plain with recipient, subject, body and correlation header', async (t) => {
     const peer = await peerFor(t);
     const transport = transportFor(t, peer.url);
-    const message = email();
+    const message = email({ createdAt: Date.parse('2026-11-22T06:30:15Z') });
     const result = await transport.send(message);
     assert.equal(result.status, 'sent');
     assert.match(result.providerId ?? '', /^<.+@.+>$/);
@@ -68,6 +69,7 @@ describe('SMTP transport', () => {
     assert.equal(mail.html, null);
     assert.equal(mail.headers['x-lipa-message-id'], message.id);
     assert.equal(mail.headers['message-id'], result.providerId);
+    assert.equal(Date.parse(mail.headers.date ?? ''), message.createdAt, 'the Date header is when the message was accepted');
   });
 
   test('an html email arrives as text/html', async (t) => {

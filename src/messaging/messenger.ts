@@ -350,6 +350,7 @@ export class Messenger implements Notifier {
         subject: message.subject ?? '',
         contentType: message.content_type === 'html' ? 'html' : 'text',
         content: message.content,
+        createdAt: message.created_at,
       });
     }
     const transport = this.transports.sms;

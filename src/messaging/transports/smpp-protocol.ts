@@ -7,6 +7,7 @@ import { type DeliveryReceipt, PermanentSendError, TransientSendError } from './
  */
 
 export const TON_INTERNATIONAL = 1;
+export const TON_NETWORK_SPECIFIC = 3;
 export const NPI_ISDN = 1;
 export const TON_ALPHANUMERIC = 5;
 export const NPI_UNKNOWN = 0;

@@ -12,6 +12,7 @@ import {
   submitError,
   TON_ALPHANUMERIC,
   TON_INTERNATIONAL,
+  TON_NETWORK_SPECIFIC,
 } from './smpp-protocol.js';
 import { describeSmppUrl, parseSmppUrl, type SmppUrl } from './smpp-url.js';
 import {
@@ -140,8 +141,12 @@ export class SmppTransport implements SmsTransport {
       throw new Error(`SMPP source address must be digits or 1-11 printable ASCII characters (got "${source}")`);
     }
     this.#sourceAddr = numeric ? source.replace(/^\+/, '') : source;
-    this.#sourceTon = options.sourceAddrTon ?? (numeric ? TON_INTERNATIONAL : TON_ALPHANUMERIC);
-    this.#sourceNpi = options.sourceAddrNpi ?? (numeric ? NPI_ISDN : NPI_UNKNOWN);
+    // Digits alone, at most 8 and without a plus, are a short code (e.g. 22555): it is no
+    // international number (+22555 would be Côte d'Ivoire's 225 and "55"), so it goes as a
+    // network-specific number. Longer digits are an international number, letters alphanumeric.
+    const shortCode = /^[0-9]{1,8}$/.test(source);
+    this.#sourceTon = options.sourceAddrTon ?? (shortCode ? TON_NETWORK_SPECIFIC : numeric ? TON_INTERNATIONAL : TON_ALPHANUMERIC);
+    this.#sourceNpi = options.sourceAddrNpi ?? (numeric && !shortCode ? NPI_ISDN : NPI_UNKNOWN);
     this.#systemType = options.systemType ?? '';
     this.#enquireLinkMs = positive('enquireLinkMs', options.enquireLinkMs, 30_000);
     this.#bindWaitMs = positive('bindWaitMs', options.bindWaitMs, 5_000);

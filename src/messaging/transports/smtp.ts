@@ -176,6 +176,9 @@ export class SmtpTransport implements EmailTransport {
       // The same Message-ID on every try: if a try the server had accepted is sent again (its
       // answer lost, or the service stopped before recording it), receivers can tell.
       messageId: `<${message.id}@${this.#idDomain}>`,
+      // Like the Message-ID, the Date is the message's own, not the try's (RFC 5322 §3.6.1:
+      // when it was ready to go out).
+      date: new Date(message.createdAt),
       ...(message.contentType === 'html' ? { html: message.content } : { text: message.content }),
     };
     let info: SMTPPoolSentMessageInfo;

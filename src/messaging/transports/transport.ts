@@ -11,6 +11,8 @@ export interface OutboundEmail {
   /** `html` sends text/html; `text` sends text/plain (also for HTML-looking content). */
   contentType: 'text' | 'html';
   content: string;
+  /** When the message was accepted (ms): its Date header, the same on every try. */
+  createdAt: number;
 }
 
 export interface OutboundSms {
