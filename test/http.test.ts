@@ -74,6 +74,28 @@ describe('HTTP hygiene', () => {
     }
   });
 
+  test('no body, or an empty one, is 422 invalid_json (it is not JSON), whether or not a content type is sent', async () => {
+    const token = (await merchantSession(lipa)).token;
+    for (const [path, headers] of [
+      ['/api/v1/authorization', {}],
+      ['/api/v1/authorization/confirm', {}],
+      ['/api/v1/points-of-sale', { authorization: `Bearer ${token}` }],
+    ] as const) {
+      for (const contentType of [undefined, 'application/json']) {
+        const response = await fetch(`${lipa.url}${path}`, {
+          method: 'POST',
+          headers: { ...headers, ...(contentType ? { 'content-type': contentType } : {}) },
+        });
+        const body = (await response.json()) as { error: { code: string; message: string } };
+        assert.equal(response.status, 422, `${path} ${contentType}`);
+        assert.deepEqual(body.error, { code: 'invalid_json', message: 'The body is empty; send a JSON object.' }, `${path} ${contentType}`);
+      }
+    }
+    // A JSON value that is not an object is JSON: the schema says what is wrong with it.
+    const array = await call(lipa.url, 'POST', '/api/v1/authorization', { raw: '[]' });
+    assert.equal(array.body.error.code, 'validation_failed');
+  });
+
   test('a body that is not valid UTF-8 is 422 invalid_json, not read with U+FFFD in it', async () => {
     const bytes = Buffer.concat([Buffer.from('{"login":"a'), Buffer.from([0xc3, 0x28]), Buffer.from('@b.c","password":"x"}')]);
     const response = await fetch(`${lipa.url}/api/v1/authorization`, {

@@ -423,6 +423,8 @@ describe('signed requests: every check of CONTRACT §5, each its own 403', () =>
       assertRefused((await send(lipa, key, { path, body, omit: ['x-service-nonce'] })).reply, 'signature_missing_header');
       assertRefused((await send(lipa, key, { path, body, sign: { timestamp: nowSeconds() - 1000 } })).reply, 'stale_timestamp');
       assertRefused((await send(lipa, key, { path, body })).reply, 'invalid_json', 422);
+      // No body at all, correctly signed (the hash of the empty string): not JSON either.
+      assertRefused((await send(lipa, key, { path, body: '' })).reply, 'invalid_json', 422);
     }
   });
 

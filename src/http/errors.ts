@@ -197,7 +197,12 @@ export function toAppError(error: FastifyError | Error): AppError {
 const DATABASE_RETRY_AFTER_SECONDS = 5;
 
 export function errorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
-  const appError = toAppError(error);
+  // No body at all (none sent, or an empty one) is not JSON: invalid_json, as for any other
+  // body that is not JSON, rather than "body must be object".
+  const appError =
+    error.validation && error.validationContext === 'body' && request.body === undefined
+      ? new AppError('invalid_json', 'The body is empty; send a JSON object.')
+      : toAppError(error);
   if (appError.code === 'internal_error') request.log.error({ err: error }, 'unhandled error');
   if (appError.code === 'database_unavailable') request.log.warn({ err: error }, 'database unavailable');
   return sendError(reply, appError);
