@@ -82,8 +82,15 @@ describe('merchant keys (CONTRACT §4)', () => {
   test('a bad key name answers 422', async () => {
     for (const family of [SIGNING, MESSAGING]) {
       const before = (await list(family, alice.token)).body.length;
-      assertError(await call(lipa.url, 'POST', family.path, { token: alice.token, body: { name: 42 } }), 422, 'validation_failed', 'name');
-      assertError(await call(lipa.url, 'POST', family.path, { token: alice.token, body: { name: '' } }), 422, 'validation_failed', 'name');
+      for (const [name, message] of [
+        [42, 'must be string'],
+        ['', 'must NOT have fewer than 1 characters'],
+      ] as const) {
+        const reply = await call(lipa.url, 'POST', family.path, { token: alice.token, body: { name } });
+        assertError(reply, 422, 'validation_failed', 'name');
+        // Only what is wrong with the name: not the optional body's "must be null" or "anyOf".
+        assert.deepEqual(reply.body.error.details, [{ field: 'name', message }], reply.text);
+      }
       assert.equal((await list(family, alice.token)).body.length, before);
     }
   });

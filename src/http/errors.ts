@@ -156,9 +156,17 @@ export function toAppError(error: FastifyError | Error): AppError {
         choices.set(v.instancePath, [...(choices.get(v.instancePath) ?? []), (v.params as { allowedValue?: unknown }).allowedValue]);
     }
     const anyOfAt = new Set(fastifyError.validation.filter((v) => v.keyword === 'anyOf').map((v) => v.instancePath));
+    // An optional body or field (a choice of a schema or null) that is there but wrong: its
+    // own complaints say what is wrong; "must be null" and "must match a schema in anyOf" do not.
+    const deeper = (path: string) =>
+      fastifyError.validation?.some((v) => v.instancePath.startsWith(`${path}/`) && v.keyword !== 'const') ?? false;
     const details: FieldError[] = [];
     for (const v of fastifyError.validation) {
       if (v.keyword === 'const' && anyOfAt.has(v.instancePath)) continue;
+      if (anyOfAt.has(v.instancePath) && deeper(v.instancePath)) {
+        if (v.keyword === 'anyOf') continue;
+        if (v.keyword === 'type' && (v.params as { type?: unknown }).type === 'null') continue;
+      }
       const missing = (v.params as { missingProperty?: string } | undefined)?.missingProperty;
       const choice = v.keyword === 'anyOf' ? choices.get(v.instancePath) : undefined;
       const message = missing ? 'is required' : choice ? oneOf(choice) : plainMessage(v);
