@@ -31,8 +31,11 @@ describe('HTTP hygiene', () => {
     // Under the messaging API, its own 404 shape.
     const messages = await call(lipa.url, 'GET', '/api/messages', { headers: { api_key: 'wrong' } });
     assert.equal(messages.status, 404, messages.text);
-    assert.deepEqual(messages.body, { message: messages.body.message, error_code: 'not_found' });
+    assert.deepEqual(messages.body, { message: 'No endpoint GET /api/messages. /api/messages takes POST.', error_code: 'not_found' });
     assert.equal(messages.headers.get('allow'), 'POST');
+    // A path under it that names no endpoint says so too, rather than "Message not found.".
+    const deeper = await call(lipa.url, 'GET', '/api/messages/msg_1/extra', { headers: { api_key: 'wrong' } });
+    assert.deepEqual(deeper.body, { message: 'No endpoint GET /api/messages/msg_1/extra.', error_code: 'not_found' });
   });
 
   test('/docs is sent with a content security policy and may not be framed', async () => {

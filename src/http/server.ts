@@ -181,9 +181,10 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
     const path = pathOf(request.url);
     const allowed = METHODS.filter((m) => known.find(m, path) !== null);
     if (allowed.length > 0) reply.header('allow', allowed.join(', '));
-    if (isMessagingPath(path)) return messagingReply.notFound(reply);
     const hint = allowed.length > 0 ? ` ${path} takes ${allowed.join(', ')}.` : '';
-    return sendError(reply, new AppError('not_found', `No endpoint ${request.method} ${path}.${hint}`));
+    const message = `No endpoint ${request.method} ${path}.${hint}`;
+    if (isMessagingPath(path)) return messagingReply.notFound(reply, message);
+    return sendError(reply, new AppError('not_found', message));
   };
 
   // Every request passes here: a callback hook, which costs Fastify less than an async one.

@@ -72,7 +72,8 @@ export const messagingReply = {
 
   accessDenied: (reply: FastifyReply) => reply.code(403).send({ message: 'Access to this message is denied.' }),
 
-  notFound: (reply: FastifyReply) => reply.code(404).send({ message: 'Message not found.', error_code: 'not_found' }),
+  /** An unknown message; with `message`, no such endpoint under the messaging API (same shape). */
+  notFound: (reply: FastifyReply, message = 'Message not found.') => reply.code(404).send({ message, error_code: 'not_found' }),
 };
 
 /** The phone number as the lookup shows it: masked but for the last three digits. */
