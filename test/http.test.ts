@@ -227,6 +227,26 @@ describe('HTTP hygiene', () => {
     assert.equal(reply.body.error.code, 'unsupported_media_type');
   });
 
+  test('a body with a Content-Encoding other than identity answers 415, compressed or not; identity is fine', async () => {
+    const { gzipSync } = await import('node:zlib');
+    const plain = JSON.stringify({ login: 'nobody@example.com', password: 'wrong password' });
+    for (const [coding, raw] of [
+      ['gzip', plain],
+      ['gzip', gzipSync(plain)],
+      ['br', plain],
+    ] as const) {
+      const response = await fetch(`${lipa.url}/api/v1/authorization`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'content-encoding': coding },
+        body: raw,
+      });
+      assert.equal(response.status, 415, coding);
+      assert.equal(((await response.json()) as { error: { code: string } }).error.code, 'unsupported_media_type');
+    }
+    const identity = await call(lipa.url, 'POST', '/api/v1/authorization', { raw: plain, headers: { 'content-encoding': 'identity' } });
+    assert.equal(identity.status, 401, identity.text);
+  });
+
   test('JSON in a charset other than UTF-8 answers 415; charset=utf-8 (any case, quoted or not) is fine', async () => {
     const body = JSON.stringify({ login: 'nobody@duka.example', password: 'wrong password' });
     const latin1 = await call(lipa.url, 'POST', '/api/v1/authorization', {

@@ -425,6 +425,9 @@ describe('signed requests: every check of CONTRACT §5, each its own 403', () =>
       assertRefused((await send(lipa, key, { path, body })).reply, 'invalid_json', 422);
       // No body at all, correctly signed (the hash of the empty string): not JSON either.
       assertRefused((await send(lipa, key, { path, body: '' })).reply, 'invalid_json', 422);
+      // Nor is a body said to be compressed.
+      const plain = path === CREATE ? createBody() : statusBody();
+      assertRefused((await send(lipa, key, { path, body: plain, set: { 'content-encoding': 'gzip' } })).reply, 'invalid_json', 422);
     }
   });
 
