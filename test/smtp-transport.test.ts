@@ -72,6 +72,22 @@ describe('SMTP transport', () => {
     assert.equal(Date.parse(mail.headers.date ?? ''), message.createdAt, 'the Date header is when the message was accepted');
   });
 
+  test('a subject that looks like an encoded word arrives as written, not decoded into something else', async (t) => {
+    const peer = await peerFor(t);
+    const transport = transportFor(t, peer.url);
+    const subjects = [
+      '=?UTF-8?B?QmNjOiB4QGV2aWwuY29t?=',
+      `Receipt =?ISO-8859-1?Q?caf=E9?= and ${'a long tail with é and 😀 '.repeat(6)}`.trim(),
+    ];
+    for (const subject of subjects) await transport.send(email({ subject }));
+    const mails = await peer.waitFor(2);
+    assert.deepEqual(
+      mails.map((m) => m.subject),
+      subjects,
+    );
+    assert.match(mails[0]?.headers.subject ?? '', /^=\?UTF-8\?B\?/, 'sent encoded');
+  });
+
   test('an html email arrives as text/html', async (t) => {
     const peer = await peerFor(t);
     const transport = transportFor(t, peer.url, { from: 'Shop <shop@example.org>' });

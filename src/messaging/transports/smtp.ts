@@ -82,6 +82,21 @@ interface SmtpErrorLike {
   message?: unknown;
 }
 
+/** Text as RFC 2047 encoded words (UTF-8, base64), each at most 45 bytes of it, never splitting a character. */
+function encodedWords(text: string): string {
+  const words: string[] = [];
+  let chunk = '';
+  for (const char of text) {
+    if (chunk !== '' && Buffer.byteLength(chunk + char) > 45) {
+      words.push(chunk);
+      chunk = '';
+    }
+    chunk += char;
+  }
+  if (chunk !== '') words.push(chunk);
+  return words.map((word) => `=?UTF-8?B?${Buffer.from(word).toString('base64')}?=`).join(' ');
+}
+
 /** Whether a host (as SMTP_URL writes it) is this machine: localhost, 127.0.0.0/8 or ::1. */
 function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$/.test(host);
@@ -171,7 +186,9 @@ export class SmtpTransport implements EmailTransport {
     const mail: SendMailOptions = {
       from: this.#from,
       to: message.to,
-      subject: message.subject,
+      // Text that looks like an encoded word would be decoded by mail clients (RFC 2047):
+      // "=?UTF-8?B?QmNjOiB4QGV2aWwuY29t?=" would show as "Bcc: x@evil.com". Encoded itself, it shows as sent.
+      subject: message.subject.includes('=?') ? encodedWords(message.subject) : message.subject,
       headers: { 'X-Lipa-Message-Id': message.id },
       // The same Message-ID on every try: if a try the server had accepted is sent again (its
       // answer lost, or the service stopped before recording it), receivers can tell.
