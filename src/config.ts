@@ -47,6 +47,9 @@ export class ConfigError extends Error {}
 
 type Env = Record<string, string | undefined>;
 
+/** The sender when SMTP_FROM is not set: fine for a sandbox, a domain that does not exist for the world. */
+export const DEFAULT_SMTP_FROM = 'Lipa <no-reply@lipa.local>';
+
 const DEV_MASTER_KEY_SEED = 'lipa staging master key: never use in production';
 
 export function loadConfig(env: Env = process.env): Config {
@@ -104,7 +107,7 @@ export function loadConfig(env: Env = process.env): Config {
     rateLimitKeyPerSec: int(env, 'RATE_LIMIT_KEY_PER_SEC', 100, 1),
     tokenTtlSeconds: int(env, 'TOKEN_TTL_SECONDS', 3600, 1),
     smtpUrl: transportUrl(env, 'SMTP_URL', ['smtp:', 'smtps:']),
-    smtpFrom: env.SMTP_FROM || 'Lipa <no-reply@lipa.local>',
+    smtpFrom: env.SMTP_FROM || DEFAULT_SMTP_FROM,
     smppUrl: transportUrl(env, 'SMPP_URL', ['smpp:', 'smpps:']),
     smppSourceAddr: env.SMPP_SOURCE_ADDR || 'LIPA',
     logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info'),

@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { buildApp, buildMockApp } from './app.js';
-import { type Config, ConfigError, loadConfig } from './config.js';
+import { type Config, ConfigError, DEFAULT_SMTP_FROM, loadConfig } from './config.js';
 import { createContext } from './context.js';
 import { openDatabase } from './db/database.js';
 import { startBackground } from './jobs/background.js';
@@ -40,6 +40,10 @@ export async function main(): Promise<(signal: string) => Promise<void>> {
       { smtp: config.smtpUrl !== null, smpp: config.smppUrl !== null },
       'production without SMTP_URL or SMPP_URL: login codes of that channel reach no one',
     );
+  }
+  if (config.env === 'production' && config.smtpUrl !== null && config.smtpFrom === DEFAULT_SMTP_FROM) {
+    // Mail servers check the sender's domain (SPF, DMARC): lipa.local has none.
+    log.warn({ from: config.smtpFrom }, 'production without SMTP_FROM: email goes out from a domain that does not exist');
   }
   if (config.adminTokenGenerated) {
     // Staging convenience (CONTRACT §1): the generated operator token, outside the JSON log.

@@ -233,6 +233,44 @@ describe('the service process', () => {
     assert.deepEqual(said.slice(-3), ['lipa started', 'draining', 'stopped'], `started, then drained: ${JSON.stringify(said)}`);
   });
 
+  test('production warns, once at start, of a channel with no transport and of a sender domain that does not exist', async () => {
+    const database = await freshDatabase();
+    databases.push(database);
+    const port = await freePort();
+    const launched = launch(
+      {
+        LIPA_ENV: 'production',
+        LIPA_MASTER_KEY: MASTER_KEY,
+        ADMIN_TOKEN,
+        PORT: String(port),
+        DATABASE_URL: database.url,
+        SMTP_URL: 'smtp://127.0.0.1:9',
+        LOG_LEVEL: 'warn',
+      },
+      'stdout',
+    );
+    try {
+      await waitUntilUp(`http://127.0.0.1:${port}`, launched.child);
+      const warnings = launched
+        .output()
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line) as { level: number; msg: string; smpp?: boolean; from?: string });
+      assert.deepEqual(
+        warnings.map((w) => [w.level, w.msg]),
+        [
+          [40, 'production without SMTP_URL or SMPP_URL: login codes of that channel reach no one'],
+          [40, 'production without SMTP_FROM: email goes out from a domain that does not exist'],
+        ],
+      );
+      assert.equal(warnings[0]?.smpp, false);
+      assert.equal(warnings[1]?.from, 'Lipa <no-reply@lipa.local>');
+    } finally {
+      launched.child.kill('SIGTERM');
+      await launched.exited;
+    }
+  });
+
   test('SIGTERM drains in-flight requests and exits 0', async () => {
     const database = await freshDatabase();
     databases.push(database);

@@ -1,4 +1,5 @@
 import nodemailer, { type SendMailOptions, type SMTPPoolSentMessageInfo, type Transporter } from 'nodemailer';
+import { DEFAULT_SMTP_FROM } from '../../config.js';
 import { PLAIN_ADDRESS } from '../validate.js';
 import { type EmailTransport, type OutboundEmail, PermanentSendError, type SendResult, TransientSendError } from './transport.js';
 
@@ -37,8 +38,6 @@ export interface SmtpTransportOptions {
    */
   replyTimeoutMs?: number;
 }
-
-const DEFAULT_FROM = 'Lipa <no-reply@lipa.local>';
 
 /**
  * Parses SMTP_URL. Errors never repeat the URL itself, since it may hold a password.
@@ -148,7 +147,7 @@ export class SmtpTransport implements EmailTransport {
     const timeoutMs = options.timeoutMs ?? 30_000;
     const poolSize = options.poolSize ?? 5;
     if (!Number.isInteger(poolSize) || poolSize < 1) throw new Error('SmtpTransport poolSize must be a whole number >= 1');
-    this.#from = options.from ?? DEFAULT_FROM;
+    this.#from = options.from ?? DEFAULT_SMTP_FROM;
     this.#idDomain = /@([^\s<>@]+?)>?\s*$/.exec(this.#from)?.[1] ?? 'lipa.local';
     this.#where = `${target.secure ? 'smtps' : 'smtp'}://${target.host}:${target.port}`;
     this.#secrets = secretForms(target.user, target.pass);
