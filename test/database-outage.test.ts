@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { signRequest } from '../src/client/index.js';
@@ -104,5 +107,38 @@ describe('the database failing under requests', () => {
     assert.equal(after?.status, 201, JSON.stringify(after?.body));
     const ready = await fetch(`${lipa.url}/ready`);
     assert.equal(ready.status, 200);
+  });
+});
+
+describe('a SQLite write-ahead log deleted from under the service (an operator mistake)', () => {
+  test('/ready says so (503) and what to do, and a clean stop still writes everything back', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'lipa-wal-'));
+    const url = `file:${join(dir, 'lipa.sqlite')}`;
+    try {
+      let lipa = await startLipa({ DATABASE_URL: url });
+      try {
+        assert.equal((await fetch(`${lipa.url}/ready`)).status, 200);
+        rmSync(join(dir, 'lipa.sqlite-wal'));
+        const ready = await fetch(`${lipa.url}/ready`);
+        assert.equal(ready.status, 503);
+        const body = (await ready.json()) as { error: { code: string; message: string } };
+        assert.equal(body.error.code, 'not_ready');
+        assert.match(body.error.message, /write-ahead log \(lipa\.sqlite-wal\) was deleted .* stop it with SIGTERM/);
+        // Writes still work meanwhile; the advice holds: a clean stop keeps them.
+        await merchantWithPos(lipa);
+      } finally {
+        await lipa.close();
+      }
+      lipa = await startLipa({ DATABASE_URL: url });
+      try {
+        const merchants = await lipa.ctx.store.db.selectFrom('merchants').select('id').execute();
+        assert.equal(merchants.length, 1);
+        assert.equal((await fetch(`${lipa.url}/ready`)).status, 200, 'a new log once restarted');
+      } finally {
+        await lipa.close();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

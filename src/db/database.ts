@@ -1,5 +1,5 @@
-import { mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { existsSync, mkdirSync } from 'node:fs';
+import { basename, dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { CompiledQuery, Kysely, Migrator, PostgresDialect, type QueryResult, type SqliteDatabase, SqliteDialect, sql } from 'kysely';
 import type pg from 'pg';
@@ -41,6 +41,9 @@ export async function openDatabase(url: string, options: OpenOptions = {}): Prom
     : openPostgres((await import('pg')).default, url, options.poolSize ?? 20);
   return { ...handle, migrationsApplied: await migrate(handle.db, options.upTo) };
 }
+
+/** The database answers but must not be relied on; the message says why and what to do. */
+export class DatabaseNotReady extends Error {}
 
 /** How long /ready waits for the database before it says the service is not ready. */
 const PING_TIMEOUT_MS = 2000;
@@ -100,7 +103,16 @@ function openSqlite(path: string): Db {
     db,
     dialect: 'sqlite',
     write: (unit) => groupCommit.write(unit),
-    ping: () => ping(db),
+    ping: async () => {
+      // SQLite keeps the write-ahead log open while it runs: a log deleted from under it (an
+      // operator's mistake) still takes writes, but they reach the database only at a clean
+      // stop, and a crash before that loses them.
+      if (path !== ':memory:' && !existsSync(`${path}-wal`))
+        throw new DatabaseNotReady(
+          `The database's write-ahead log (${basename(path)}-wal) was deleted while the service runs: stop it with SIGTERM, which writes the log back into the database; a crash before that loses the writes since the last checkpoint.`,
+        );
+      await ping(db);
+    },
     close: async () => {
       await groupCommit.drain();
       await db.destroy();

@@ -1,5 +1,6 @@
 import { Type } from 'typebox';
 import type { AppContext } from '../context.js';
+import { DatabaseNotReady } from '../db/database.js';
 import { AppError } from '../http/errors.js';
 import { errors } from '../http/schemas.js';
 import type { App } from '../http/types.js';
@@ -29,7 +30,7 @@ export function registerOpsRoutes(app: App, ctx: AppContext): void {
         await ctx.store.ping();
       } catch (error) {
         request.log.warn({ err: error }, 'readiness check failed');
-        throw new AppError('not_ready', 'The database does not answer.');
+        throw new AppError('not_ready', error instanceof DatabaseNotReady ? error.message : 'The database does not answer.');
       }
       return { status: 'ready' as const };
     },
