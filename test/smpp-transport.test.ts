@@ -176,23 +176,19 @@ describe('SmppTransport', () => {
     assert.equal(ucs2?.text, longUcs2);
   });
 
-  test('a custom numeric sender goes as an international number', async (t) => {
-    const { peer, transport } = await setup(t, {}, { sourceAddr: '+254700000000' });
-    await transport.send(sms('hi'));
-    const [submitted] = await peer.waitFor(1);
-    assert.equal(submitted?.source, '254700000000');
-    assert.equal(submitted?.sourceTon, 1);
-    assert.equal(submitted?.sourceNpi, 1);
-  });
-
-  test('a short code sender (digits, at most 8, no plus) goes as a network-specific number, not an international one', async (t) => {
-    const { peer, transport } = await setup(t, {}, { sourceAddr: '22555' });
-    await transport.send(sms('hi'));
-    const [submitted] = await peer.waitFor(1);
-    assert.equal(submitted?.source, '22555');
-    assert.equal(submitted?.sourceTon, 3);
-    assert.equal(submitted?.sourceNpi, 0);
-  });
+  for (const [sourceAddr, source, ton, npi, kind] of [
+    ['+254700000000', '254700000000', 1, 1, 'a number goes as an international number'],
+    ['254700000000', '254700000000', 1, 1, 'a number without + goes as an international number too'],
+    ['22555', '22555', 3, 0, 'a short code (digits, at most 8, no plus) goes as a network-specific number, not +22555'],
+    ['Duka Bora', 'Duka Bora', 5, 0, 'a name goes alphanumeric'],
+  ] as const) {
+    test(`sender ${sourceAddr}: ${kind}`, async (t) => {
+      const { peer, transport } = await setup(t, {}, { sourceAddr });
+      await transport.send(sms('hi'));
+      const [submitted] = await peer.waitFor(1);
+      assert.deepEqual([submitted?.source, submitted?.sourceTon, submitted?.sourceNpi], [source, ton, npi]);
+    });
+  }
 
   test('delivery receipts reach onReceipt: DELIVRD is delivered, UNDELIV is not, and each is acknowledged', async (t) => {
     const { peer, transport } = await setup(t, { receipts: true, receiptDelayMs: 20, undeliverable: ['254708000999'] });
