@@ -123,17 +123,16 @@ async function send(ctx: AppContext, delivery: Selectable<CallbackDeliveryTable>
     .selectFrom('callback_events as e')
     .innerJoin('api_keys as k', 'k.id', 'e.api_key_id')
     .innerJoin('points_of_sale as s', 's.id', 'e.pos_id')
-    .select(['e.payload', 'e.api_key_id', 'k.secret_enc', 'k.revoked_at', 'k.merchant_id', 's.trust_all_certificates'])
+    .select(['e.payload', 'e.api_key_id', 'k.secret_enc', 's.trust_all_certificates'])
     .where('e.id', '=', delivery.event_id)
     .executeTakeFirstOrThrow();
-  const key = event.revoked_at === null ? { id: event.api_key_id, secret_enc: event.secret_enc } : await signingKeyInstead(ctx, event);
-  const secret = ctx.secretBox.open(key.secret_enc, key.id);
+  const secret = ctx.secretBox.open(event.secret_enc, event.api_key_id);
   const insecureTls = event.trust_all_certificates === 1 && ctx.config.callbackAllowInsecureTls;
   if (insecureTls && ctx.config.env === 'production') {
     ctx.log.warn({ deliveryId: delivery.id }, 'callback TLS certificate not verified (trustAllCertificates)');
   }
   const headers = signRequest({
-    keyId: key.id,
+    keyId: event.api_key_id,
     secret,
     method: 'POST',
     url: delivery.url,
@@ -149,29 +148,6 @@ async function send(ctx: AppContext, delivery: Selectable<CallbackDeliveryTable>
     dnsServers: ctx.config.callbackDnsServers,
     timeoutMs: TIMEOUT_MS,
   });
-}
-
-/**
- * The key to sign with when the key that created the payment has been revoked: the merchant's
- * newest live key. A merchant rotating a leaked key must not have to keep trusting it to verify
- * the callbacks of payments it created, and its code, which verifies with its current secret,
- * keeps working. With no live key left, the revoked key still signs (the merchant may still
- * hold its secret; there is nothing better to sign with).
- */
-async function signingKeyInstead(
-  ctx: AppContext,
-  revoked: { api_key_id: string; secret_enc: string; merchant_id: string },
-): Promise<{ id: string; secret_enc: string }> {
-  const live = await ctx.store.db
-    .selectFrom('api_keys')
-    .select(['id', 'secret_enc'])
-    .where('merchant_id', '=', revoked.merchant_id)
-    .where('revoked_at', 'is', null)
-    .orderBy('created_at', 'desc')
-    .orderBy('id', 'desc')
-    .limit(1)
-    .executeTakeFirst();
-  return live ?? { id: revoked.api_key_id, secret_enc: revoked.secret_enc };
 }
 
 async function record(ctx: AppContext, delivery: Selectable<CallbackDeliveryTable>, result: CallbackResult): Promise<void> {
