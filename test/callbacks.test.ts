@@ -384,6 +384,32 @@ describe('callback delivery: retries, back-off, redelivery, body and signature',
     }
   });
 
+  test('the key that created the payment signs its callbacks even once revoked (CONTRACT §7), not a newer key', async () => {
+    const receiver = await startReceiver();
+    try {
+      let tries = 0;
+      receiver.respond = (request) => (request.path === '/rotated' && ++tries === 1 ? 500 : 200);
+      const merchant = await merchantWithPos(lipa, { resultUrl: `${receiver.url}/rotated` });
+      await pay(clientFor(lipa.url, merchant), merchant, `${receiver.url}/rotated`);
+      await waitFor('the first try', () => (onPath(receiver, '/rotated').length >= 1 ? true : undefined));
+      // The merchant rotates: a new key, then the old one revoked.
+      const newer = await call(lipa.url, 'POST', '/api/v1/api-keys', { token: merchant.token, body: {} });
+      assert.equal(newer.status, 201, newer.text);
+      assert.equal((await call(lipa.url, 'DELETE', `/api/v1/api-keys/${merchant.keyId}`, { token: merchant.token })).status, 204);
+      await waitFor('the retry', () => (onPath(receiver, '/rotated').length >= 2 ? true : undefined), 15_000);
+      const url = `${receiver.url}/rotated`;
+      for (const request of onPath(receiver, '/rotated')) {
+        // X-Service-Key-ID says which key created the payment: one created with a revoked (say
+        // leaked) key can be told apart, and is never vouched for by a newer key.
+        assert.equal(request.headers['x-service-key-id'], merchant.keyId);
+        assert.ok(verifyCallback({ secret: merchant.secret, url, headers: request.headers, body: request.body }));
+        assert.ok(!verifyCallback({ secret: newer.body.secret, url, headers: request.headers, body: request.body }));
+      }
+    } finally {
+      await receiver.close();
+    }
+  });
+
   test('12 tries span about 24 h at the default 30 s base (CONTRACT §7)', () => {
     let waited = 0;
     for (let failed = 1; failed < MAX_ATTEMPTS; failed++) waited += 30 * RETRY_FACTOR ** (failed - 1);
