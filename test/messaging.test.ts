@@ -581,6 +581,9 @@ describe('messaging over SMTP', () => {
       recipientReplies: {
         'gone@example.com': [550, '5.1.1 No such user'],
         'elsewhere@example.com': [550, '5.7.1 Relaying denied'],
+        'sender-refused@example.com': [553, '5.1.8 <no-reply@lipa.local>: Sender address rejected: Domain not found'],
+        'relay@example.com': [550, 'relay not permitted'],
+        'rcpthosts@example.com': [553, "sorry, that domain isn't in my list of allowed rcpthosts"],
       },
     });
     lipa = await startLipa({ SMTP_URL: peer.url });
@@ -661,7 +664,17 @@ describe('messaging over SMTP', () => {
     }
   });
 
-  test('a refusal at RCPT TO that is about the sender (5.7.1 relaying denied) is accepted-then-failed, not an invalid address', async () => {
+  test('a refusal at RCPT TO about the sender or relaying (5.7.1, 5.1.8, a bare 550/553 saying so) is accepted-then-failed, not an invalid address', async () => {
+    for (const [address, error] of [
+      ['sender-refused@example.com', 'Refused by the mail server: 553 5.1.8.'],
+      ['relay@example.com', 'Refused by the mail server: 550.'],
+      ['rcpthosts@example.com', 'Refused by the mail server: 553.'],
+    ]) {
+      const reply = await send(lipa, key, email({ email: address }));
+      assert.equal(reply.status, 200, `${address}: ${reply.text}`);
+      const data = await waitForStatus(lipa, key, reply.body.id, ['failed', 'sent', 'delivered']);
+      assert.deepEqual([data.status, data.error], ['failed', error], address);
+    }
     const reply = await send(lipa, key, email({ email: 'elsewhere@example.com' }));
     assert.equal(reply.status, 200, reply.text);
     assert.equal(reply.body.status, 'success');

@@ -116,14 +116,21 @@ function refusedBy(response: unknown, responseCode = 0): string {
 }
 
 /**
- * Whether a refusal at RCPT TO says the address itself is bad: an enhanced status 5.1.x
- * (bad mailbox, bad domain, bad syntax; RFC 3463), or without one the reply codes 550, 551
- * and 553. A 5.7.x refusal (relaying denied, policy) is about the sender, not the address.
+ * Whether a refusal at RCPT TO says the recipient's address itself is bad, the interface's
+ * "invalid recipient": an enhanced status 5.1.1 to 5.1.6 or 5.1.10 (bad mailbox, bad system,
+ * bad syntax, ambiguous, moved, null MX; RFC 3463, RFC 7505), not 5.1.7 or 5.1.8 (the
+ * *sender's* address, which servers also refuse at RCPT TO) nor 5.7.x (policy, relaying).
+ * Without an enhanced code, only a reply whose words say the mailbox does not exist: a bare
+ * 550 or 553 is as often "relaying denied" or "not in my list of allowed rcpthosts".
  */
-function refusesAddress(response: unknown, responseCode: number): boolean {
-  const enhanced = typeof response === 'string' ? /^5[0-9]{2}[ -]([45]\.[0-9]{1,3}\.[0-9]{1,3})\b/.exec(response)?.[1] : undefined;
-  if (enhanced !== undefined) return enhanced.startsWith('5.1.');
-  return responseCode === 550 || responseCode === 551 || responseCode === 553;
+function refusesAddress(response: unknown): boolean {
+  if (typeof response !== 'string' || !/^5[0-9]{2}[ -]/.test(response)) return false;
+  const enhanced = /^5[0-9]{2}[ -](5\.[0-9]{1,3}\.[0-9]{1,3})\b/.exec(response)?.[1];
+  if (enhanced !== undefined) return /^5\.1\.([1-6]|10)$/.test(enhanced);
+  if (/\b(sender|relay|rcpthosts|policy|spam|blocked|denied)\b/i.test(response)) return false;
+  return /\b(user unknown|unknown user|no such (user|mailbox|recipient|address)|mailbox (unavailable|not found|does not exist)|does not exist|recipient unknown|invalid (recipient|mailbox))\b/i.test(
+    response,
+  );
 }
 
 /**
@@ -209,7 +216,6 @@ export class SmtpTransport implements EmailTransport {
       throw new PermanentSendError(
         this.#scrub(`SMTP server ${this.#where} refused the recipient: ${info.response}`),
         refusedBy(info.response),
-        refusesAddress(info.response, Number(/^[0-9]{3}/.exec(info.response)?.[0] ?? 0)),
       );
     }
     return { status: 'sent', providerId: info.messageId ?? null };
@@ -233,7 +239,7 @@ export class SmtpTransport implements EmailTransport {
     // this message: worth retrying once fixed, even when the server said 5xx (535 bad login).
     if (TRANSIENT_CODES.has(code)) return new TransientSendError(text);
     if (responseCode >= 500)
-      return new PermanentSendError(text, reason, e.command === 'RCPT TO' && refusesAddress(e.response, responseCode));
+      return new PermanentSendError(text, reason, e.command === 'RCPT TO' && refusesAddress(e.response));
     if (responseCode >= 400) return new TransientSendError(text, reason);
     // Refused before any SMTP exchange for this message (e.g. no valid recipient): retrying won't help.
     if (code === 'EENVELOPE' || code === 'EMESSAGE') return new PermanentSendError(text);
