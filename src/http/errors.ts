@@ -212,7 +212,9 @@ export function errorHandler(error: FastifyError, request: FastifyRequest, reply
       ? new AppError('invalid_json', 'The body is empty; send a JSON object.')
       : toAppError(error);
   if (appError.code === 'internal_error') request.log.error({ err: error }, 'unhandled error');
-  if (appError.code === 'database_unavailable') request.log.warn({ err: error }, 'database unavailable');
+  // At error, like any 5xx: a lock held too long (SQLITE_BUSY) or a runaway query (out of
+  // memory) is as often a bug as an outage, and must reach whoever watches the error log.
+  if (appError.code === 'database_unavailable') request.log.error({ err: error }, 'database unavailable');
   return sendError(reply, appError);
 }
 
@@ -230,5 +232,5 @@ export function isDatabaseUnavailable(error: unknown): boolean {
   if (/^(08|53|57P)[0-9A-Z]{2,3}$/.test(code)) return true;
   if (['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN'].includes(code)) return true;
   const message = typeof e.message === 'string' ? e.message : '';
-  return /^(Connection terminated|Client has encountered a connection error|timeout exceeded when trying to connect)/.test(message);
+  return /^(Connection terminated|Client has encountered a connection error)/.test(message);
 }
