@@ -584,6 +584,8 @@ describe('messaging over SMTP', () => {
         'sender-refused@example.com': [553, '5.1.8 <no-reply@lipa.local>: Sender address rejected: Domain not found'],
         'relay@example.com': [550, 'relay not permitted'],
         'rcpthosts@example.com': [553, "sorry, that domain isn't in my list of allowed rcpthosts"],
+        'grey1@example.com': [450, '4.7.1 <grey1@example.com>: Recipient address rejected: Greylisted'],
+        'grey2@example.com': [450, '4.7.1 <grey2@example.com>: Recipient address rejected: Greylisted'],
       },
     });
     lipa = await startLipa({ SMTP_URL: peer.url });
@@ -689,6 +691,18 @@ describe('messaging over SMTP', () => {
       listed.body.find((m: { id: string }) => m.id === reply.body.id),
       data,
     );
+  });
+
+  test('a transient refusal naming the recipient is logged once for all recipients, without their addresses', async () => {
+    for (const address of ['grey1@example.com', 'grey2@example.com']) {
+      const reply = await send(lipa, key, email({ email: address }));
+      assert.equal(reply.status, 200, reply.text);
+      assert.equal(reply.body.message, 'Email accepted and queued for delivery');
+    }
+    const warnings = lipa.logs.filter((line) => line.includes('message not sent, will retry') && line.includes('450'));
+    assert.equal(warnings.length, 1, warnings.join('\n'));
+    assert.ok(!/grey[12]@/.test(warnings[0] ?? ''), warnings[0]);
+    assert.match(warnings[0] ?? '', /<address>/);
   });
 
   test('a merchant login OTP goes out over SMTP, works at confirm, and the stored copy hides the digits', async () => {

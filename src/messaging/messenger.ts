@@ -287,12 +287,17 @@ export class Messenger implements Notifier {
    * the log with one line per message and try.
    */
   private warnRetrying(message: MessageTable, error: TransientSendError): void {
-    const key = `${message.type} ${error.message}`;
+    // A server's reply may name the recipient (450 <wanjiru@example.com>: greylisted): the log
+    // gets no address, and one line stands for every recipient the same failure hits.
+    const text = error.message.replace(/[^\s<>"]+@[^\s<>"]+/g, '<address>').replace(/\+?[0-9]{8,15}/g, '<number>');
+    const key = `${message.type} ${text}`;
     const now = this.now();
     if ((this.warned.get(key) ?? Number.NEGATIVE_INFINITY) > now - 60_000) return;
-    if (this.warned.size >= 100) this.warned.clear();
+    this.warned.delete(key);
+    // Full: the failure logged longest ago is forgotten first.
+    if (this.warned.size >= 100) this.warned.delete(this.warned.keys().next().value as string);
     this.warned.set(key, now);
-    this.log.warn({ type: message.type, messageId: message.id, error: error.message }, 'message not sent, will retry');
+    this.log.warn({ type: message.type, messageId: message.id, error: text }, 'message not sent, will retry');
   }
 
   /**

@@ -238,8 +238,7 @@ export class SmtpTransport implements EmailTransport {
     // Authentication, TLS and connection trouble is the service's setup or the network, not
     // this message: worth retrying once fixed, even when the server said 5xx (535 bad login).
     if (TRANSIENT_CODES.has(code)) return new TransientSendError(text);
-    if (responseCode >= 500)
-      return new PermanentSendError(text, reason, e.command === 'RCPT TO' && refusesAddress(e.response));
+    if (responseCode >= 500) return new PermanentSendError(text, reason, e.command === 'RCPT TO' && refusesAddress(e.response));
     if (responseCode >= 400) return new TransientSendError(text, reason);
     // Refused before any SMTP exchange for this message (e.g. no valid recipient): retrying won't help.
     if (code === 'EENVELOPE' || code === 'EMESSAGE') return new PermanentSendError(text);
