@@ -140,8 +140,8 @@ describe('SMTP transport', () => {
     const auth = { user: 'lipa@example.com', pass: 'p@ss:w/rd %41' };
     const peer = await peerFor(t, { auth });
     assert.match(peer.url, /^smtp:\/\/lipa%40example\.com:p%40ss%3Aw%2Frd%20%2541@127\.0\.0\.1:\d+$/);
-    // The peer offers no STARTTLS; plain AUTH is allowed to this machine only when asked for.
-    const transport = transportFor(t, peer.url, { allowPlainAuthToLoopback: true });
+    // The peer offers no STARTTLS: plain AUTH is allowed to this machine (there is no network to cross).
+    const transport = transportFor(t, peer.url);
     await transport.send(email());
     const [mail] = await peer.waitFor(1);
     assert.equal(mail?.user, 'lipa@example.com');
@@ -151,7 +151,7 @@ describe('SMTP transport', () => {
     const peer = await peerFor(t, { auth: { user: 'lipa', pass: 'right-password' } });
     const password = 'Wr0ng-S3cret-Pa55';
     const url = peer.url.replace('right-password', password);
-    const transport = transportFor(t, url, { allowPlainAuthToLoopback: true });
+    const transport = transportFor(t, url);
     const error = await transport.send(email()).then(
       () => assert.fail('expected the send to fail'),
       (e: unknown) => e,
@@ -167,8 +167,8 @@ describe('SMTP transport', () => {
 
   test('credentials never go out in clear: without STARTTLS nothing is sent and AUTH is never tried', async (t) => {
     const peer = await peerFor(t, { auth: { user: 'lipa', pass: 'secret' } });
-    // The default (production's): STARTTLS before AUTH even to this machine.
-    const transport = transportFor(t, peer.url);
+    // The peer stands for a server across a network: its loopback exemption is turned off.
+    const transport = transportFor(t, peer.url, { exemptLoopback: false });
     const error = await transport.send(email()).then(
       () => assert.fail('expected the send to fail'),
       (e: unknown) => e,
@@ -177,12 +177,17 @@ describe('SMTP transport', () => {
     assert.match(error.message, /STARTTLS/);
     assert.equal(peer.authAttempts, 0, 'the password was never sent');
     assert.equal(peer.received.length, 0);
-    // Allowed for this machine, a non-loopback host still needs STARTTLS. The hostname
-    // resolves to the peer here, but only literal loopback hosts are exempt.
-    const requiresTls = (url: string) => transportFor(t, url, { allowPlainAuthToLoopback: true }).requiresTls;
+    // Who needs STARTTLS: with credentials, any server but this machine; in production
+    // (requireTls: always), every server but this machine; smtps:// is TLS already.
+    const requiresTls = (url: string, requireTls?: 'always') => transportFor(t, url, requireTls ? { requireTls } : {}).requiresTls;
+    const remote = peer.url.replace('127.0.0.1', 'mail.example.com');
+    const anonymous = (url: string) => url.replace(/\/\/[^@]*@/, '//');
+    assert.equal(requiresTls(remote), true);
     assert.equal(requiresTls(peer.url.replace('127.0.0.1', 'localhost')), false);
-    assert.equal(requiresTls(peer.url.replace('127.0.0.1', 'mail.example.com')), true);
-    assert.equal(requiresTls(peer.url.replace(/\/\/[^@]*@/, '//')), false, 'no credentials: opportunistic TLS');
+    assert.equal(requiresTls(anonymous(remote)), false, 'staging, no credentials: opportunistic TLS');
+    assert.equal(requiresTls(anonymous(remote), 'always'), true, 'production: every message');
+    assert.equal(requiresTls(anonymous(peer.url), 'always'), false, 'production, this machine');
+    assert.equal(requiresTls(remote.replace('smtp://', 'smtps://'), 'always'), false, 'TLS from the start');
   });
 
   test('STARTTLS is used when the server offers it', async (t) => {

@@ -8,7 +8,10 @@ import { SmtpTransport } from './smtp.js';
 export function createTransports(config: Config, log: FastifyBaseLogger): Transports {
   return {
     email: config.smtpUrl
-      ? new SmtpTransport(config.smtpUrl, { from: config.smtpFrom, allowPlainAuthToLoopback: config.env !== 'production' })
+      ? new SmtpTransport(config.smtpUrl, {
+          from: config.smtpFrom,
+          requireTls: config.env === 'production' ? 'always' : 'with-credentials',
+        })
       : null,
     sms: config.smppUrl ? new SmppTransport({ url: config.smppUrl, sourceAddr: config.smppSourceAddr, logger: log }) : null,
   };

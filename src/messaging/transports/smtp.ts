@@ -20,13 +20,15 @@ export interface SmtpTransportOptions {
   /** Verify the server's TLS certificate (STARTTLS and smtps); default true. */
   rejectUnauthorized?: boolean;
   /**
-   * May the credentials of SMTP_URL go to a server on this machine (localhost, 127.0.0.0/8,
-   * ::1) over a connection without TLS, when it offers no STARTTLS; default false. Any other
-   * server always gets STARTTLS before AUTH, offered or not, and a server that cannot do it
-   * gets nothing: the message is retried (a man in the middle who strips STARTTLS from the
-   * server's answer must not learn the password).
+   * When STARTTLS is required, offered or not, so that a man in the middle who strips it from
+   * the server's answer learns nothing: `with-credentials` (default) when SMTP_URL has a user,
+   * so the password never goes out in clear; `always` (production) for every message, since
+   * they carry login codes. A server that cannot do it gets nothing and the message is retried.
+   * smtps:// is TLS from the start either way.
    */
-  allowPlainAuthToLoopback?: boolean;
+  requireTls?: 'always' | 'with-credentials';
+  /** A server on this machine (localhost, 127.0.0.0/8, ::1) is exempt: no network to cross; default true. */
+  exemptLoopback?: boolean;
   /** Pooled connections kept open to the server; default 5. */
   poolSize?: number;
   /** Connection and greeting timeout in ms; default 30 000. */
@@ -146,7 +148,7 @@ export class SmtpTransport implements EmailTransport {
   /** Strings that must never appear in an error message (the password and its encodings). */
   readonly #secrets: string[];
   readonly #where: string;
-  /** Whether AUTH waits for STARTTLS (credentials, not smtps, not an allowed loopback). */
+  /** Whether every connection must upgrade with STARTTLS before anything is sent (see requireTls). */
   readonly requiresTls: boolean;
 
   constructor(smtpUrl: string, options: SmtpTransportOptions = {}) {
@@ -158,7 +160,10 @@ export class SmtpTransport implements EmailTransport {
     this.#idDomain = /@([^\s<>@]+?)>?\s*$/.exec(this.#from)?.[1] ?? 'lipa.local';
     this.#where = `${target.secure ? 'smtps' : 'smtp'}://${target.host}:${target.port}`;
     this.#secrets = secretForms(target.user, target.pass);
-    this.requiresTls = target.user !== null && !target.secure && !(options.allowPlainAuthToLoopback === true && isLoopback(target.host));
+    this.requiresTls =
+      !target.secure &&
+      !((options.exemptLoopback ?? true) && isLoopback(target.host)) &&
+      (options.requireTls === 'always' || target.user !== null);
     this.#mailer = nodemailer.createTransport({
       pool: true,
       maxConnections: poolSize,
