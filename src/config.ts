@@ -40,6 +40,9 @@ export interface Config {
   /** smpp://system_id:password@host:port; null = the embedded outbox delivers SMS. */
   smppUrl: string | null;
   smppSourceAddr: string;
+  /** The sender's TON and NPI when the SMSC wants others than those read from it; null: read from it. */
+  smppSourceTon: number | null;
+  smppSourceNpi: number | null;
   logLevel: string;
 }
 
@@ -110,6 +113,8 @@ export function loadConfig(env: Env = process.env): Config {
     smtpFrom: env.SMTP_FROM || DEFAULT_SMTP_FROM,
     smppUrl: transportUrl(env, 'SMPP_URL', ['smpp:', 'smpps:']),
     smppSourceAddr: env.SMPP_SOURCE_ADDR || 'LIPA',
+    smppSourceTon: byte(env, 'SMPP_SOURCE_TON'),
+    smppSourceNpi: byte(env, 'SMPP_SOURCE_NPI'),
     logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info'),
   };
 }
@@ -130,6 +135,14 @@ function int(env: Env, name: string, fallback: number, min: number): number {
     throw new ConfigError(`${name} must be a whole number >= ${min} (got "${value}")`);
   }
   return Number(value);
+}
+
+/** An optional whole number 0-255 (an SMPP address's TON or NPI); null when unset. */
+function byte(env: Env, name: string): number | null {
+  if (env[name] === undefined || env[name] === '') return null;
+  const value = int(env, name, 0, 0);
+  if (value > 255) throw new ConfigError(`${name} must be a whole number 0-255 (got "${value}")`);
+  return value;
 }
 
 function port(env: Env, name: string, fallback: number): number {

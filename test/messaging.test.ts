@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { type AddressInfo, createServer } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
+import { loadConfig } from '../src/config.js';
 import type { MessageTable } from '../src/db/schema.js';
 import { admin, call, createMerchant, createPayer, type MerchantFixture, merchantSession, type Reply } from './helpers/client.js';
 import { type Lipa, startLipa } from './helpers/harness.js';
@@ -771,7 +772,8 @@ describe('messaging over SMPP', () => {
   let key: string;
   before(async () => {
     peer = await startSmppPeer({ receipts: true, undeliverable: [UNDELIVERABLE], rejectDestinations: [REFUSED] });
-    lipa = await startLipa({ SMPP_URL: peer.url });
+    // A short code sender, with the TON this SMSC wants for it (0) instead of the one read from it (3).
+    lipa = await startLipa({ SMPP_URL: peer.url, SMPP_SOURCE_ADDR: '22555', SMPP_SOURCE_TON: '0' });
     const session = await merchantSession(lipa);
     key = (await messagingKey(lipa, session.token)).apiKey;
   });
@@ -800,11 +802,18 @@ describe('messaging over SMPP', () => {
     assert.equal(submitted?.text, 'Order 7 is on its way.');
     assert.equal(submitted?.dataCoding, 0);
     assert.equal(submitted?.registeredDelivery ?? 0, 1);
+    assert.deepEqual([submitted?.source, submitted?.sourceTon, submitted?.sourceNpi], ['22555', 0, 0], 'SMPP_SOURCE_ADDR and _TON');
 
     const data = await waitForStatus(lipa, key, id, ['delivered', 'failed']);
     assert.equal(data.status, 'delivered');
     assert.deepEqual(data.phone, { number: '******333', country_code: '254' });
     assert.equal((await messageRow(lipa, id)).provider_id, submitted?.messageId);
+  });
+
+  test('SMPP_SOURCE_TON and SMPP_SOURCE_NPI are whole numbers 0-255, unset by default', () => {
+    for (const bad of ['256', '-1', 'x', '1.5']) assert.throws(() => loadConfig({ SMPP_SOURCE_TON: bad }), /SMPP_SOURCE_TON/, bad);
+    assert.equal(loadConfig({ SMPP_SOURCE_NPI: '9' }).smppSourceNpi, 9);
+    assert.deepEqual([loadConfig({}).smppSourceTon, loadConfig({}).smppSourceNpi], [null, null]);
   });
 
   test('a number written with its trunk prefix goes out in international form', async () => {

@@ -13,6 +13,14 @@ export function createTransports(config: Config, log: FastifyBaseLogger): Transp
           requireTls: config.env === 'production' ? 'always' : 'with-credentials',
         })
       : null,
-    sms: config.smppUrl ? new SmppTransport({ url: config.smppUrl, sourceAddr: config.smppSourceAddr, logger: log }) : null,
+    sms: config.smppUrl
+      ? new SmppTransport({
+          url: config.smppUrl,
+          sourceAddr: config.smppSourceAddr,
+          ...(config.smppSourceTon === null ? {} : { sourceAddrTon: config.smppSourceTon }),
+          ...(config.smppSourceNpi === null ? {} : { sourceAddrNpi: config.smppSourceNpi }),
+          logger: log,
+        })
+      : null,
   };
 }
