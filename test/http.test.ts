@@ -406,7 +406,13 @@ describe('authentication comes before the body', () => {
     const key = await call(lipa.url, 'POST', '/api/v1/messaging-keys', { token: merchant.token, body: {} });
     const message = await call(lipa.url, 'GET', '/api/messages/%zz', { headers: { api_key: key.body.apiKey } });
     assert.equal(message.status, 404, message.text);
-    assert.deepEqual(message.body, { message: message.body.message, error_code: 'not_found' });
+    assert.deepEqual(message.body, { message: 'Message not found.', error_code: 'not_found' });
+    // Anything else under it is no endpoint, in the messaging shape.
+    const post = await call(lipa.url, 'POST', '/api/messages/%zz', { body: {} });
+    assert.deepEqual(post.body, {
+      message: 'No endpoint POST /api/messages/%zz: the path is not valid percent-encoding.',
+      error_code: 'not_found',
+    });
   });
 
   test('parallel wrong passwords cannot get past the per-login limit', async () => {

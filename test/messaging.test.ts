@@ -211,6 +211,8 @@ describe('messaging API: answers and refusals (embedded outbox)', () => {
       // IDNA would send these to another domain than the one shown (U+200B dropped, a full-width letter mapped).
       'user@example.co\u200b.uk',
       'user@\uff45xample.com',
+      // Punycode that decodes to nothing valid.
+      'user@xn--zz.de',
     ]) {
       const reply = await send(lipa, keyA, email({ email: address }));
       assert.equal(reply.status, 500, `${address}: ${reply.text}`);

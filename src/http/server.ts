@@ -82,8 +82,9 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
       const path = pathOf(request.url);
       // Endpoint 8 with an id that cannot be decoded: its api_key is checked first (401), as always.
       if (isMessagingPath(path) && request.method === 'GET' && path !== '/api/messages') return lookupWithBadId(request, reply);
-      if (isMessagingPath(path)) return messagingReply.notFound(reply);
-      sendError(reply, new AppError('not_found', `No endpoint ${request.method} ${path}: the path is not valid percent-encoding.`));
+      const message = `No endpoint ${request.method} ${path}: the path is not valid percent-encoding.`;
+      if (isMessagingPath(path)) return messagingReply.notFound(reply, message);
+      sendError(reply, new AppError('not_found', message));
     },
     // A request Node's HTTP parser refuses (bad header bytes, no request line, a timeout)
     // never reaches a route; it still gets the one error body and an X-Request-Id.

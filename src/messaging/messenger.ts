@@ -56,12 +56,6 @@ export type NewMessage = Omit<
   | 'failure_reason'
 >;
 
-/**
- * The messaging subsystem's engine: every message (API or the service's own OTPs and
- * prompts) is stored before it is sent, then handed to its transport; outcomes, retries
- * and delivery receipts are recorded on the row. With no SMTP/SMPP configured, storing is
- * delivering (the embedded outbox).
- */
 /** The outcome of one attempt, as the API's first-attempt answer needs it. */
 export interface Attempted {
   status: MessageStatus;
@@ -69,6 +63,12 @@ export interface Attempted {
   invalidRecipient: boolean;
 }
 
+/**
+ * The messaging subsystem's engine: every message (API or the service's own OTPs and
+ * prompts) is stored before it is sent, then handed to its transport; outcomes, retries
+ * and delivery receipts are recorded on the row. With no SMTP/SMPP configured, storing is
+ * delivering (the embedded outbox).
+ */
 export class Messenger implements Notifier {
   private inFlight = 0;
   private readonly running = new Set<Promise<Attempted>>();

@@ -1,7 +1,6 @@
-import { domainToASCII, domainToUnicode } from 'node:url';
 import { parsePhoneNumberFromString } from 'libphonenumber-js';
-import validator from 'validator';
 import { hasControlCharacters } from '../http/errors.js';
+import { isSendableAddress } from './address.js';
 import { countSegments } from './sms-segments.js';
 
 /** Limits of the messaging API (documented in docs/api.md). */
@@ -53,30 +52,6 @@ function validateEmail(m: Record<string, unknown>): ValidMessage | Refusal {
   const email = m.email.trim();
   if (!isSendableAddress(email)) return { kind: 'invalid_recipient', address: email };
   return { type: 'email', email, subject: m.subject, contentType, content };
-}
-
-/** One plain address, `local@domain`: no display name, no quotes, no list, nothing that breaks a header. */
-export const PLAIN_ADDRESS = /^[^\s<>,;:"()[\]\\@]+@[^\s<>,;:"()[\]\\@]+$/;
-
-/**
- * Whether an address can be sent to as given and stored as it will be sent. On top of
- * validator.js (a real domain with a TLD, no IP domain):
- * - a plain `local@domain`: a quoted local part (`"john doe"@…`) is valid in RFC 5321 but
- *   cannot be passed on as one plain address;
- * - an ASCII local part: a UTF-8 one needs SMTPUTF8, which a mail server may not offer, and
- *   would then be sent raw;
- * - a domain already in its IDNA form: one that IDNA would change (an invisible U+200B
- *   dropped, a full-width letter mapped) would be sent to another domain than the one stored
- *   and shown. Upper case is fine (domains are case-insensitive).
- */
-export function isSendableAddress(address: string): boolean {
-  if (!PLAIN_ADDRESS.test(address)) return false;
-  if (!validator.isEmail(address, { require_tld: true, allow_display_name: false, allow_ip_domain: false, allow_utf8_local_part: false }))
-    return false;
-  const domain = address.slice(address.lastIndexOf('@') + 1).toLowerCase();
-  if (/^[\x21-\x7e]+$/.test(domain)) return true;
-  const ascii = domainToASCII(domain);
-  return ascii !== '' && domainToUnicode(ascii) === domain;
 }
 
 function validateSms(m: Record<string, unknown>): ValidMessage | Refusal {

@@ -1,6 +1,6 @@
 import nodemailer, { type SendMailOptions, type SMTPPoolSentMessageInfo, type Transporter } from 'nodemailer';
 import { DEFAULT_SMTP_FROM } from '../../config.js';
-import { PLAIN_ADDRESS } from '../validate.js';
+import { PLAIN_ADDRESS } from '../address.js';
 import { type EmailTransport, type OutboundEmail, PermanentSendError, type SendResult, TransientSendError } from './transport.js';
 
 /** SMTP_URL parsed: `smtp://[user[:pass]@]host[:port]` (STARTTLS when offered) or `smtps://…` (implicit TLS). */
