@@ -60,7 +60,7 @@ export async function main(): Promise<(signal: string) => Promise<void>> {
     setTimeout(() => {
       log.error(
         { signal },
-        `still draining after ${STOP_DEADLINE_MS / 1000} s (the database is not answering); stopped with work unfinished`,
+        `still draining after ${STOP_DEADLINE_MS / 1000} s (the database or a mail or SMS server is not answering); stopped with work unfinished`,
       );
       process.exit(1);
     }, STOP_DEADLINE_MS).unref();
@@ -92,9 +92,10 @@ async function start(config: Config, log: FastifyBaseLogger) {
   const silent = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error(`the database did not answer within ${OPEN_DEADLINE_MS / 1000} s`)), OPEN_DEADLINE_MS);
   });
-  const store = await Promise.race([openDatabase(config.databaseUrl, { poolSize: config.databasePoolSize }), silent]).finally(() =>
-    clearTimeout(timer),
-  );
+  const store = await Promise.race([
+    openDatabase(config.databaseUrl, { poolSize: config.databasePoolSize, warn: (message) => log.warn(message) }),
+    silent,
+  ]).finally(() => clearTimeout(timer));
   if (store.migrationsApplied.length > 0) log.info({ migrations: store.migrationsApplied }, 'database migrated');
   const ctx = createContext({ config, store, log, transports: createTransports(config, log) });
   const app = await buildApp(ctx);

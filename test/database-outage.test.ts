@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { signRequest } from '../src/client/index.js';
-import { type MerchantSetup, merchantWithPos, paymentBody } from './helpers/client.js';
+import { call, type MerchantSetup, merchantWithPos, paymentBody } from './helpers/client.js';
 import { type Lipa, startLipa } from './helpers/harness.js';
 
 /**
@@ -45,11 +45,25 @@ describe('the database failing under requests', () => {
     };
 
     if (lipa.ctx.store.dialect === 'sqlite') {
+      const apiKey = (await call(lipa.url, 'POST', '/api/v1/messaging-keys', { token: merchant.token, body: {} })).body.apiKey;
       // No room for one more page: every write fails as on a full disk.
       const { rows } = await sql<{ page_count: number }>`pragma page_count`.execute(lipa.ctx.store.db);
       await sql.raw(`pragma max_page_count = ${rows[0]?.page_count}`).execute(lipa.ctx.store.db);
       try {
         for (let i = 0; i < 20; i++) record(await create());
+        // The messaging API has no 503: its 500, with the same hint when to retry (once the
+        // pages with room left are full too).
+        let sms: Awaited<ReturnType<typeof call>> | undefined;
+        for (let i = 0; i < 100 && sms?.status !== 500; i++) {
+          sms = await call(lipa.url, 'POST', '/api/messages', {
+            headers: { api_key: apiKey },
+            body: { message: { type: 'sms', phone: { country_code: '254', number: '712345678' }, content: 'Disk full' } },
+          });
+          assert.ok(sms.status === 201 || sms.status === 500, sms.text);
+        }
+        assert.equal(sms?.status, 500);
+        assert.equal(sms?.body.error_code, 'internal_server_error');
+        assert.equal(sms?.headers.get('retry-after'), '5');
       } finally {
         await sql`pragma max_page_count = 4294967294`.execute(lipa.ctx.store.db);
       }
@@ -79,6 +93,8 @@ describe('the database failing under requests', () => {
       await killing$;
       await killer.end();
       assert.ok(kills > 10, `${kills} connections killed`);
+      // Each loss is a line of the service's JSON log, not a bare process warning.
+      assert.ok(lipa.logs.some((line) => /"level":40.*PostgreSQL (idle )?connection lost/.test(line)));
     }
 
     assert.ok(unavailable.length > 0, 'some writes failed');

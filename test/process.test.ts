@@ -101,24 +101,29 @@ describe('the service process', () => {
     assert.ok(reopened instanceof Error, 'still refused');
   });
 
-  test('a SQLite file this process may not write: one line saying so, instead of a service whose every write fails', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'lipa-readonly-'));
-    try {
-      const file = join(dir, 'lipa.sqlite');
-      await (await openDatabase(`file:${file}`)).close();
-      for (const name of readdirSync(dir)) chmodSync(join(dir, name), 0o444);
-      chmodSync(dir, 0o555);
-      // Root may write any file: as root, run it as nobody.
-      const env = { PATH: process.env.PATH ?? '', ADMIN_TOKEN, DATABASE_URL: `file:${file}`, MOCK_PORT: '0', PORT: '0' };
-      const [command, args] =
-        process.getuid?.() === 0 ? ['runuser', ['-u', 'nobody', '--', process.execPath, ...MAIN]] : [process.execPath, MAIN];
-      const result = spawnSync(command, args, { env, encoding: 'utf8', timeout: 20_000 });
-      assert.equal(result.status, 1, result.stderr);
-      assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
-      assert.match(result.stderr, /^lipa: cannot start: the database .*lipa\.sqlite is read-only to this process/);
-    } finally {
-      chmodSync(dir, 0o755);
-      rmSync(dir, { recursive: true, force: true });
+  test('a SQLite file this process may not write, or not even read: one line saying so, instead of a service whose every write fails', async () => {
+    for (const [mode, says] of [
+      [0o444, /^lipa: cannot start: the database .*lipa\.sqlite is read-only to this process/],
+      [0o000, /^lipa: cannot start: the database .*lipa\.sqlite cannot be opened by this process/],
+    ] as const) {
+      const dir = mkdtempSync(join(tmpdir(), 'lipa-readonly-'));
+      try {
+        const file = join(dir, 'lipa.sqlite');
+        await (await openDatabase(`file:${file}`)).close();
+        for (const name of readdirSync(dir)) chmodSync(join(dir, name), mode);
+        chmodSync(dir, 0o555);
+        // Root may write any file: as root, run it as nobody.
+        const env = { PATH: process.env.PATH ?? '', ADMIN_TOKEN, DATABASE_URL: `file:${file}`, MOCK_PORT: '0', PORT: '0' };
+        const [command, args] =
+          process.getuid?.() === 0 ? ['runuser', ['-u', 'nobody', '--', process.execPath, ...MAIN]] : [process.execPath, MAIN];
+        const result = spawnSync(command, args, { env, encoding: 'utf8', timeout: 20_000 });
+        assert.equal(result.status, 1, result.stderr);
+        assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
+        assert.match(result.stderr, says);
+      } finally {
+        chmodSync(dir, 0o755);
+        rmSync(dir, { recursive: true, force: true });
+      }
     }
   });
 

@@ -139,7 +139,7 @@ try {
   const result = await run(process.argv.slice(2));
   process.stdout.write(typeof result === 'string' ? `${result}\n` : `${JSON.stringify(result, null, 2)}\n`);
 } catch (error) {
-  const message = error instanceof UsageError || error instanceof ConfigError ? error.message : String(error);
+  const message = error instanceof UsageError || error instanceof ConfigError ? error.message : ((error as Error).message ?? String(error));
   process.stderr.write(`lipa: ${message}\n`);
   process.exit(1);
 }

@@ -31,6 +31,8 @@ export interface OpenOptions {
   poolSize?: number;
   /** Migrate only up to this migration (tests of upgrades); default all. */
   upTo?: string;
+  /** Where a lost connection is reported (the service's log); default a process warning. */
+  warn?: (message: string) => void;
 }
 
 /** Opens the database and brings its schema up to date; `migrationsApplied` names what that took. */
@@ -38,7 +40,7 @@ export async function openDatabase(url: string, options: OpenOptions = {}): Prom
   // pg is loaded only when used: a SQLite process starts faster without it.
   const handle = url.startsWith('file:')
     ? openSqlite(url.slice('file:'.length))
-    : openPostgres((await import('pg')).default, url, options.poolSize ?? 20);
+    : openPostgres((await import('pg')).default, url, options.poolSize ?? 20, options.warn ?? ((message) => process.emitWarning(message)));
   return { ...handle, migrationsApplied: await migrate(handle.db, options.upTo) };
 }
 
@@ -75,7 +77,14 @@ export async function migrate(db: Kysely<Database>, upTo?: string): Promise<stri
 
 function openSqlite(path: string): Db {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
-  const sqlite = new BetterSqlite3(path);
+  let sqlite: BetterSqlite3.Database;
+  try {
+    sqlite = new BetterSqlite3(path);
+  } catch (error) {
+    if (String((error as { code?: unknown }).code).startsWith('SQLITE_CANTOPEN'))
+      throw new Error(`the database ${path} cannot be opened by this process: it needs to read and write the file and its directory`);
+    throw error;
+  }
   try {
     // WAL for concurrent readers, synchronous=FULL so an acknowledged commit survives a power cut.
     sqlite.pragma('journal_mode = WAL');
@@ -89,7 +98,9 @@ function openSqlite(path: string): Db {
   } catch (error) {
     sqlite.close();
     if (String((error as { code?: unknown }).code).startsWith('SQLITE_READONLY'))
-      throw new Error(`the database ${path} is read-only to this process: it needs to write the file and its directory`);
+      throw new Error(
+        `the database ${path} is read-only to this process: it needs to write the file, its -wal and -shm files, and its directory`,
+      );
     throw error;
   }
   const statements = withStatementCache(sqlite);
@@ -331,7 +342,7 @@ const pgTypes = (driver: typeof pg) => ({
   }) as typeof pg.types.getTypeParser,
 });
 
-function openPostgres(driver: typeof pg, url: string, poolSize: number): Db {
+function openPostgres(driver: typeof pg, url: string, poolSize: number, warn: (message: string) => void): Db {
   const pool = new driver.Pool({
     connectionString: url,
     // No wait limit for a connection: recording an outcome (a message sent, a callback
@@ -341,12 +352,12 @@ function openPostgres(driver: typeof pg, url: string, poolSize: number): Db {
   });
   // An idle connection that the server drops (restart, failover) must not crash the
   // process: the pool discards it and the next query opens a new one.
-  pool.on('error', (err) => process.emitWarning(`PostgreSQL idle connection lost: ${err.message}`));
+  pool.on('error', (err) => warn(`PostgreSQL idle connection lost: ${err.message}`));
   // Nor one that drops while checked out (between a transaction's statements): the pool
   // listens only to idle clients, and an 'error' event nobody listens to ends the process.
   // The statement under way fails (its unit with it) and the client is discarded on release.
   pool.on('connect', (client) => {
-    client.on('error', (err) => process.emitWarning(`PostgreSQL connection lost: ${err.message}`));
+    client.on('error', (err) => warn(`PostgreSQL connection lost: ${err.message}`));
   });
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   // Units under way when the store is closed still commit (or fail) before the pool ends.

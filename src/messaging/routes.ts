@@ -4,7 +4,7 @@ import { Type } from 'typebox';
 import type { AppContext } from '../context.js';
 import { hotQuery } from '../db/hot-query.js';
 import type { MessageTable } from '../db/schema.js';
-import { AppError } from '../http/errors.js';
+import { AppError, isDatabaseUnavailable } from '../http/errors.js';
 import { AmbiguousJsonError } from '../http/json.js';
 import { WindowLimiter } from '../http/rate-limit.js';
 import type { App } from '../http/types.js';
@@ -72,6 +72,8 @@ export async function registerMessagingRoutes(app: App, ctx: AppContext): Promis
       if (error instanceof AppError && error.status < 500) return messagingReply.badRequest(reply, error.message);
       if ((error.statusCode ?? 500) < 500) return messagingReply.badRequest(reply, error.message);
       request.log.error({ err: error }, 'messaging request failed');
+      // The interface has no 503: the database being unavailable is its 500, with a hint when to retry.
+      if (isDatabaseUnavailable(error)) reply.header('retry-after', '5');
       return messagingReply.internalError(reply);
     });
 

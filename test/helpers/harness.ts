@@ -69,7 +69,7 @@ export async function startLipa(env: Record<string, string> = {}): Promise<Lipa>
   const config = loadConfig({ ADMIN_TOKEN, LOG_LEVEL: 'info', ...env, DATABASE_URL: database.url });
   const logs: string[] = [];
   const log = createLogger(config.logLevel, { write: (line: string) => void logs.push(line) });
-  const store = await openDatabase(config.databaseUrl, { poolSize: config.databasePoolSize });
+  const store = await openDatabase(config.databaseUrl, { poolSize: config.databasePoolSize, warn: (message) => log.warn(message) });
   const ctx = createContext({ config, store, log, transports: createTransports(config, log) });
   const app = await buildApp(ctx);
   const mock = await buildMockApp(ctx);
