@@ -34,7 +34,6 @@ export async function buildApp(ctx: AppContext): Promise<App> {
     messagingKeyValid: async (request) => (await messagingKeyOf(ctx, request)) !== null,
     strictTransport: ctx.config.env === 'production',
     trustProxy: ctx.config.trustProxy,
-    requestDeadlineMs: ctx.config.requestDeadlineSeconds * 1000,
   });
   await app.register(swagger, {
     transform: ({ schema, url, route }) => {
@@ -117,7 +116,7 @@ export async function buildApp(ctx: AppContext): Promise<App> {
 
 /** The mock environment listener (CONTRACT §3): endpoints 1 and 2 for payers, nothing else. */
 export async function buildMockApp(ctx: AppContext): Promise<App> {
-  const app = createServer(ctx.log, { trustProxy: ctx.config.trustProxy, requestDeadlineMs: ctx.config.requestDeadlineSeconds * 1000 });
+  const app = createServer(ctx.log, { trustProxy: ctx.config.trustProxy });
   registerAuthRoutes(app, ctx, 'mock');
   return app;
 }

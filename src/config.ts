@@ -11,8 +11,6 @@ export interface Config {
   databaseUrl: string;
   /** PostgreSQL connections per instance. */
   databasePoolSize: number;
-  /** REQUEST_DEADLINE_SECONDS: a request unanswered this long after its body is answered 503. */
-  requestDeadlineSeconds: number;
   adminToken: string;
   /** Whether ADMIN_TOKEN was generated at start (staging); it is printed then. */
   adminTokenGenerated: boolean;
@@ -95,7 +93,6 @@ export function loadConfig(env: Env = process.env): Config {
     mockPort,
     databaseUrl: databaseUrl(env.DATABASE_URL ?? 'file:./data/lipa.sqlite'),
     databasePoolSize: int(env, 'DATABASE_POOL_SIZE', 20, 1),
-    requestDeadlineSeconds: int(env, 'REQUEST_DEADLINE_SECONDS', 20, 1),
     adminToken,
     adminTokenGenerated: !env.ADMIN_TOKEN,
     stagingOtp,

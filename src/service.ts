@@ -55,15 +55,6 @@ export async function main(): Promise<(signal: string) => Promise<void>> {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'draining');
-    // A database that stopped answering would hold the drain for ever: what it holds was not
-    // committed (PostgreSQL rolls it back when the connection goes), so end it after a while.
-    setTimeout(() => {
-      log.error(
-        { signal },
-        `still draining after ${STOP_DEADLINE_MS / 1000} s (the database or a mail or SMS server is not answering); stopped with work unfinished`,
-      );
-      process.exit(1);
-    }, STOP_DEADLINE_MS).unref();
     // Listeners stop accepting, in-flight requests finish, then background work and the database.
     // A keep-alive connection whose request was in flight becomes idle once answered: close it
     // then, rather than when its client or the keep-alive timeout (72 s) ends it.
@@ -82,20 +73,8 @@ export async function main(): Promise<(signal: string) => Promise<void>> {
   return stop;
 }
 
-/** How long a stop may take (in-flight requests, background work, the database) before the process ends anyway. */
-const STOP_DEADLINE_MS = 30_000;
-/** How long opening (and migrating) the database may take at start. */
-const OPEN_DEADLINE_MS = 30_000;
-
 async function start(config: Config, log: FastifyBaseLogger) {
-  let timer: NodeJS.Timeout | undefined;
-  const silent = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`the database did not answer within ${OPEN_DEADLINE_MS / 1000} s`)), OPEN_DEADLINE_MS);
-  });
-  const store = await Promise.race([
-    openDatabase(config.databaseUrl, { poolSize: config.databasePoolSize, warn: (message) => log.warn(message) }),
-    silent,
-  ]).finally(() => clearTimeout(timer));
+  const store = await openDatabase(config.databaseUrl, { poolSize: config.databasePoolSize, warn: (message) => log.warn(message) });
   if (store.migrationsApplied.length > 0) log.info({ migrations: store.migrationsApplied }, 'database migrated');
   const ctx = createContext({ config, store, log, transports: createTransports(config, log) });
   const app = await buildApp(ctx);

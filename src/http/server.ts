@@ -61,12 +61,6 @@ export interface ServerOptions {
   strictTransport?: boolean;
   /** Proxies whose X-Forwarded-For gives the client's address (request.ip); none by default. */
   trustProxy?: string[];
-  /**
-   * A request whose body has arrived but that is still unanswered after this long is
-   * answered 503 database_unavailable (REQUEST_DEADLINE_SECONDS): nothing but a database that
-   * has stopped answering holds a request that long. Default 20 s.
-   */
-  requestDeadlineMs?: number;
 }
 
 export function createServer(logger: FastifyBaseLogger, options: ServerOptions = {}): App {
@@ -202,16 +196,8 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
     return sendError(reply, new AppError('not_found', message));
   };
 
-  // Requests not yet answered, and since when: a database that stops answering without
-  // dropping the connection (frozen, or a network that loses packets) would hold them until
-  // the connection times out unanswered. Swept once a second rather than a timer each; the
-  // clock starts once the request (body included) has arrived.
-  const deadlineMs = options.requestDeadlineMs ?? 20_000;
-  const handling = new Map<FastifyReply, number>();
-
   // Every request passes here: a callback hook, which costs Fastify less than an async one.
   app.addHook('onRequest', (request, reply, done) => {
-    handling.set(reply, Date.now());
     reply.header('x-request-id', request.id);
     reply.header('x-content-type-options', 'nosniff');
     reply.header('referrer-policy', 'no-referrer');
@@ -227,10 +213,10 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
     done();
   });
 
+  // No text the service stores has a NUL character (PostgreSQL cannot store one), so an
+  // identifier with one names nothing (404), and a query value with one is refused (422),
+  // before any query is made. After authentication: a stranger still gets 401 first.
   app.addHook('preValidation', (request, reply, done) => {
-    // No text the service stores has a NUL character (PostgreSQL cannot store one), so an
-    // identifier with one names nothing (404), and a query value with one is refused (422),
-    // before any query is made. After authentication: a stranger still gets 401 first.
     if (!request.url.includes('%00') || !request.url.startsWith('/api/')) return done();
     // Not on a signed endpoint: its signature is checked first, and it reads no ids from the URL.
     // (An unknown path has had its 404 in onRequest.)
@@ -243,38 +229,6 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
     const query = Object.entries((request.query ?? {}) as Record<string, unknown>);
     const nul = query.find(([, value]) => [value].flat().some((v) => typeof v === 'string' && v.includes('\0')));
     if (nul) return done(validationError(nul[0], 'must not contain a NUL character (%00)'));
-    done();
-  });
-
-  app.addHook('onResponse', (_request, reply, done) => {
-    handling.delete(reply);
-    done();
-  });
-  let sweeper: NodeJS.Timeout | undefined;
-  app.addHook('onReady', (done) => {
-    sweeper = setInterval(() => {
-      const late = Date.now() - deadlineMs;
-      for (const [reply, since] of handling) {
-        if (since > late) continue;
-        // Still arriving (a slow upload is not the database's wait): count from when it has.
-        if (!reply.request.raw.complete) {
-          handling.set(reply, Date.now());
-          continue;
-        }
-        handling.delete(reply);
-        // Answered already, or the client went away (no onResponse then).
-        if (reply.sent || reply.raw.socket === null || reply.raw.socket.destroyed) continue;
-        reply.request.log.error({ waitedMs: Date.now() - since }, 'request unanswered at its deadline: the database is not answering');
-        // What was asked may still be done once the database answers: say so.
-        const message = `No answer from the database within ${Math.round(deadlineMs / 1000)} s; what was asked may still be done when it answers: check before retrying (a payment creation may simply be sent again).`;
-        if (isMessagingPath(pathOf(reply.request.url))) void messagingReply.internalError(reply.header('retry-after', '5'));
-        else sendError(reply, new AppError('database_unavailable', message, undefined, { 'Retry-After': '5' }));
-      }
-    }, 1000).unref();
-    done();
-  });
-  app.addHook('onClose', (_instance, done) => {
-    clearInterval(sweeper);
     done();
   });
 
