@@ -183,7 +183,9 @@ describe('SMTP transport', () => {
     const remote = peer.url.replace('127.0.0.1', 'mail.example.com');
     const anonymous = (url: string) => url.replace(/\/\/[^@]*@/, '//');
     assert.equal(requiresTls(remote), true);
-    assert.equal(requiresTls(peer.url.replace('127.0.0.1', 'localhost')), false);
+    assert.equal(requiresTls(peer.url.replace('127.0.0.1', '127.0.0.2')), false);
+    assert.equal(requiresTls(peer.url.replace('127.0.0.1', '[::1]')), false);
+    assert.equal(requiresTls(peer.url.replace('127.0.0.1', 'localhost')), true, 'a name is resolved by DNS: not exempt');
     assert.equal(requiresTls(anonymous(remote)), false, 'staging, no credentials: opportunistic TLS');
     assert.equal(requiresTls(anonymous(remote), 'always'), true, 'production: every message');
     assert.equal(requiresTls(anonymous(peer.url), 'always'), false, 'production, this machine');

@@ -1,6 +1,6 @@
 import { parseArgs } from 'node:util';
 import { buildApp } from '../app.js';
-import { ConfigError, loadConfig } from '../config.js';
+import { loadConfig } from '../config.js';
 import { createContext } from '../context.js';
 import { openDatabase } from '../db/database.js';
 import { createLogger } from '../logger.js';
@@ -139,7 +139,7 @@ try {
   const result = await run(process.argv.slice(2));
   process.stdout.write(typeof result === 'string' ? `${result}\n` : `${JSON.stringify(result, null, 2)}\n`);
 } catch (error) {
-  const message = error instanceof UsageError || error instanceof ConfigError ? error.message : ((error as Error).message ?? String(error));
+  const message = error instanceof Error ? error.message : String(error);
   process.stderr.write(`lipa: ${message}\n`);
   process.exit(1);
 }

@@ -82,7 +82,9 @@ function openSqlite(path: string): Db {
     sqlite = new BetterSqlite3(path);
   } catch (error) {
     if (String((error as { code?: unknown }).code).startsWith('SQLITE_CANTOPEN'))
-      throw new Error(`the database ${path} cannot be opened by this process: it needs to read and write the file and its directory`);
+      throw new Error(
+        `the database ${path} cannot be opened by this process (${(error as Error).message}): it needs to read and write the file and its directory`,
+      );
     throw error;
   }
   try {

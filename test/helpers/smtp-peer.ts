@@ -31,7 +31,7 @@ export interface SmtpPeerOptions {
   auth?: { user: string; pass: string };
   /** Offer STARTTLS with a self-signed certificate (CN=localhost). Default false: STARTTLS not offered. */
   starttls?: boolean;
-  /** Recipients answered `550 mailbox unavailable` at RCPT TO. */
+  /** Recipients answered `550 <address>: no such user` at RCPT TO. */
   rejectRecipients?: string[];
   /** Recipients answered at RCPT TO with this code and text, e.g. `[550, '5.7.1 Relaying denied']`. */
   recipientReplies?: Record<string, [number, string]>;
@@ -110,7 +110,7 @@ export async function startSmtpPeer(options: SmtpPeerOptions = {}): Promise<Smtp
     },
     onRcptTo(address, _session, callback) {
       if (rejected.has(address.address.toLowerCase())) {
-        callback(smtpError(`<${address.address}>: mailbox unavailable`, 550));
+        callback(smtpError(`<${address.address}>: no such user`, 550));
         return;
       }
       const refusal = options.recipientReplies?.[address.address.toLowerCase()];

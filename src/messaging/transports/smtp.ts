@@ -27,7 +27,7 @@ export interface SmtpTransportOptions {
    * smtps:// is TLS from the start either way.
    */
   requireTls?: 'always' | 'with-credentials';
-  /** A server on this machine (localhost, 127.0.0.0/8, ::1) is exempt: no network to cross; default true. */
+  /** A server on this machine (a literal 127.0.0.0/8 or ::1) is exempt: no network to cross; default true. */
   exemptLoopback?: boolean;
   /** Pooled connections kept open to the server; default 5. */
   poolSize?: number;
@@ -98,9 +98,13 @@ function encodedWords(text: string): string {
   return words.map((word) => `=?UTF-8?B?${Buffer.from(word).toString('base64')}?=`).join(' ');
 }
 
-/** Whether a host (as SMTP_URL writes it) is this machine: localhost, 127.0.0.0/8 or ::1. */
+/**
+ * Whether a host (as SMTP_URL writes it) is this machine: a literal 127.0.0.0/8 or ::1. Not
+ * the name `localhost`: nodemailer resolves names with DNS queries, and a forged answer must
+ * not get the exemption.
+ */
 function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || /^127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$/.test(host);
+  return host === '::1' || /^127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$/.test(host);
 }
 
 /** Error codes that say the connection or the server setup is at fault, never the message. */
@@ -130,7 +134,7 @@ function refusesAddress(response: unknown): boolean {
   const enhanced = /^5[0-9]{2}[ -](5\.[0-9]{1,3}\.[0-9]{1,3})\b/.exec(response)?.[1];
   if (enhanced !== undefined) return /^5\.1\.([1-6]|10)$/.test(enhanced);
   if (/\b(sender|relay|rcpthosts|policy|spam|blocked|denied)\b/i.test(response)) return false;
-  return /\b(user unknown|unknown user|no such (user|mailbox|recipient|address)|mailbox (unavailable|not found|does not exist)|does not exist|recipient unknown|invalid (recipient|mailbox))\b/i.test(
+  return /\b(user unknown|unknown user|no such (user|mailbox|recipient|address)|mailbox (not found|does not exist)|does not exist|recipient unknown|invalid (recipient|mailbox))\b/i.test(
     response,
   );
 }
