@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { type Db, openDatabase } from '../src/db/database.js';
 import { hotQuery } from '../src/db/hot-query.js';
+import { isDatabaseUnavailable } from '../src/http/errors.js';
 import { freshDatabase, ON_POSTGRES, type TestDatabase } from './helpers/harness.js';
 
 /** The write path every store uses (db.write), on the database under test. */
@@ -48,6 +49,32 @@ describe('db.write: atomic units, grouped on SQLite', () => {
     );
     assert.deepEqual(ids.sort(), ['ok-1', 'ok-2']);
   });
+
+  // SQLite's group commit: a full disk makes SQLite roll back the whole batch's transaction.
+  if (!ON_POSTGRES) {
+    test('a full disk during a batch: every unit gets the database error (a 503), none a lost savepoint (a 500)', async () => {
+      const { rows } = await sql<{ page_count: number }>`pragma page_count`.execute(store.db);
+      await sql.raw(`pragma max_page_count = ${rows[0]?.page_count}`).execute(store.db);
+      try {
+        const results = await Promise.allSettled(
+          Array.from({ length: 30 }, (_, i) =>
+            store.write((tx) =>
+              tx
+                .insertInto('categories')
+                .values({ id: `full-${i}`, name: 'x'.repeat(3000), mcc: `full-${i}` })
+                .execute(),
+            ),
+          ),
+        );
+        const errors = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as { code?: string; message: string }] : []));
+        assert.ok(errors.length > 0, 'the disk filled up');
+        for (const error of errors) assert.ok(isDatabaseUnavailable(error), `${error.code}: ${error.message}`);
+      } finally {
+        await sql`pragma max_page_count = 4294967294`.execute(store.db);
+      }
+      await insertCategory('after-full');
+    });
+  }
 
   test('a read outside the unit never sees its uncommitted writes', async () => {
     // On SQLite hot queries run straight on the connection when no transaction is open;

@@ -324,8 +324,15 @@ async function runInSavepoint(conn: Tx, unit: PendingUnit): Promise<Outcome> {
     await executeCompiled(conn, STATEMENTS.release);
     return { ok: true, value };
   } catch (error) {
-    await executeCompiled(conn, STATEMENTS.rollbackTo);
-    await executeCompiled(conn, STATEMENTS.release);
+    try {
+      await executeCompiled(conn, STATEMENTS.rollbackTo);
+      await executeCompiled(conn, STATEMENTS.release);
+    } catch {
+      // SQLite rolled the whole transaction back itself (it does on a full disk, an I/O
+      // error, no memory): the savepoint is gone, and with it the batch. The unit's own error
+      // is what went wrong, for every unit of the batch.
+      throw error;
+    }
     return { ok: false, error };
   }
 }
