@@ -52,7 +52,7 @@ export class PermanentSendError extends SendError {
   constructor(
     message: string,
     reason: string | null = null,
-    /** The server said the recipient's address does not exist or cannot take mail (SMTP 5.1.x at RCPT TO). */
+    /** The server said the recipient's mailbox does not exist (SMTP 5.1.1-5.1.6 or 5.1.10 at RCPT TO; see refusesAddress). */
     readonly invalidRecipient = false,
   ) {
     super(message, reason);
