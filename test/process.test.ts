@@ -258,6 +258,8 @@ describe('the service process', () => {
     );
     try {
       await waitUntilUp(`http://127.0.0.1:${port}`, launched.child);
+      // The warnings follow the start: the service may answer before they are written.
+      for (let i = 0; i < 100 && !launched.output().includes('SMTP_FROM'); i++) await new Promise((r) => setTimeout(r, 50));
       const warnings = launched
         .output()
         .trim()
