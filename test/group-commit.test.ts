@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
-import { type Db, openDatabase } from '../src/db/database.js';
+import { type Db, isDatabaseUnavailable, openDatabase } from '../src/db/database.js';
 import { hotQuery } from '../src/db/hot-query.js';
-import { isDatabaseUnavailable } from '../src/http/errors.js';
 import { freshDatabase, ON_POSTGRES, type TestDatabase } from './helpers/harness.js';
 
 /** The write path every store uses (db.write), on the database under test. */

@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { isDatabaseUnavailable } from '../db/database.js';
 import { whatPatternSays } from './schemas.js';
 
 /**
@@ -216,21 +217,4 @@ export function errorHandler(error: FastifyError, request: FastifyRequest, reply
   // memory) is as often a bug as an outage, and must reach whoever watches the error log.
   if (appError.code === 'database_unavailable') request.log.error({ err: error }, 'database unavailable');
   return sendError(reply, appError);
-}
-
-/**
- * Whether an error says the database cannot be used just now (PostgreSQL down, restarting or
- * out of connections, a dropped connection; SQLite's disk full, its file read-only, an I/O
- * error, a lock held too long), rather than that the request or the code is wrong.
- */
-export function isDatabaseUnavailable(error: unknown): boolean {
-  const e = (typeof error === 'object' && error !== null ? error : {}) as { code?: unknown; message?: unknown };
-  const code = typeof e.code === 'string' ? e.code : '';
-  if (code.startsWith('SQLITE_')) return /^SQLITE_(FULL|READONLY|IOERR|BUSY|CANTOPEN|NOLFS)/.test(code);
-  // PostgreSQL SQLSTATE classes 08 (connection), 53 (insufficient resources: disk full, out of
-  // memory, too many connections) and 57P (shutting down, restarting, cannot connect now).
-  if (/^(08|53|57P)[0-9A-Z]{2,3}$/.test(code)) return true;
-  if (['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN'].includes(code)) return true;
-  const message = typeof e.message === 'string' ? e.message : '';
-  return /^(Connection terminated|Client has encountered a connection error)/.test(message);
 }

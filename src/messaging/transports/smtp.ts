@@ -115,10 +115,16 @@ const TRANSIENT_CODES = new Set(['ECONNECTION', 'ETIMEDOUT', 'ESOCKET', 'EDNS', 
  * status code when there is one, never the reply's text (it may name the server and its relays).
  */
 function refusedBy(response: unknown, responseCode = 0): string {
-  const reply = typeof response === 'string' ? /^([45][0-9]{2})[ -](?:([45]\.[0-9]{1,3}\.[0-9]{1,3})\b)?/.exec(response) : null;
-  const code = reply?.[1] ?? (responseCode >= 400 ? String(responseCode) : null);
+  const reply = replyCodes(response);
+  const code = reply?.code ?? (responseCode >= 400 ? String(responseCode) : null);
   if (code === null) return 'Refused by the mail server.';
-  return `Refused by the mail server: ${code}${reply?.[2] ? ` ${reply[2]}` : ''}.`;
+  return `Refused by the mail server: ${code}${reply?.enhanced ? ` ${reply.enhanced}` : ''}.`;
+}
+
+/** A 4xx/5xx reply's code and its enhanced status code (RFC 3463) when it has one. */
+function replyCodes(response: unknown): { code: string; enhanced: string | undefined } | null {
+  const reply = typeof response === 'string' ? /^([45][0-9]{2})[ -](?:([45]\.[0-9]{1,3}\.[0-9]{1,3})\b)?/.exec(response) : null;
+  return reply ? { code: reply[1] as string, enhanced: reply[2] } : null;
 }
 
 /**
@@ -130,9 +136,9 @@ function refusedBy(response: unknown, responseCode = 0): string {
  * 550 or 553 is as often "relaying denied" or "not in my list of allowed rcpthosts".
  */
 function refusesAddress(response: unknown): boolean {
-  if (typeof response !== 'string' || !/^5[0-9]{2}[ -]/.test(response)) return false;
-  const enhanced = /^5[0-9]{2}[ -](5\.[0-9]{1,3}\.[0-9]{1,3})\b/.exec(response)?.[1];
-  if (enhanced !== undefined) return /^5\.1\.([1-6]|10)$/.test(enhanced);
+  const reply = replyCodes(response);
+  if (typeof response !== 'string' || !reply?.code.startsWith('5')) return false;
+  if (reply.enhanced !== undefined) return /^5\.1\.([1-6]|10)$/.test(reply.enhanced);
   if (/\b(sender|relay|rcpthosts|policy|spam|blocked|denied)\b/i.test(response)) return false;
   return /\b(user unknown|unknown user|no such (user|mailbox|recipient|address)|mailbox (not found|does not exist)|does not exist|recipient unknown|invalid (recipient|mailbox))\b/i.test(
     response,
