@@ -736,6 +736,43 @@ describe('messaging over SMTP', () => {
   });
 });
 
+describe("messaging over a slow SMTP server: the service's own messages first", () => {
+  let peer: SmtpPeer;
+  let lipa: Lipa;
+  before(async () => {
+    // Each message takes the server 300 ms; the service keeps 5 connections.
+    peer = await startSmtpPeer({ replyDelayMs: 300 });
+    lipa = await startLipa({ SMTP_URL: peer.url });
+  });
+  after(async () => {
+    await lipa.close();
+    await peer.close();
+  });
+
+  test("a login code goes out ahead of a merchant's backlog to the same server, and works", async () => {
+    const merchant = await createMerchant(lipa);
+    const token = await loginOverSmtp(lipa, peer, merchant);
+    const key = (await messagingKey(lipa, token)).apiKey;
+    const skip = peer.received.length;
+    // 40 emails take the server at least 2.4 s; the API answers each within its 2 s wait.
+    const backlog = Array.from({ length: 40 }, (_, i) => send(lipa, key, email({ email: `backlog${i}@example.com` })));
+    await peer.waitFor(skip + 1);
+    const started = await call(lipa.url, 'POST', '/api/v1/authorization', { body: { login: merchant.login, password: merchant.password } });
+    assert.equal(started.status, 200, started.text);
+    const { code, mail } = await otpFromPeer(peer, merchant.login, skip);
+    const ahead = peer.received.slice(skip, peer.received.indexOf(mail)).length;
+    // At most the 5 on the wire and those handed over with them; never the whole backlog.
+    assert.ok(ahead < 20, `the code came after ${ahead} of the 40 backlog emails`);
+    const confirmed = await call(lipa.url, 'POST', '/api/v1/authorization/confirm', { body: { login: merchant.login, otp: code } });
+    assert.equal(confirmed.status, 200, confirmed.text);
+
+    for (const reply of await Promise.all(backlog)) assert.equal(reply.status, 200, reply.text);
+    await peer.waitFor(skip + 41, 20_000);
+    const backlogTo = new Set(peer.received.slice(skip).flatMap((m) => m.to.filter((to) => to.startsWith('backlog'))));
+    assert.equal(backlogTo.size, 40, 'every backlog email arrived too');
+  });
+});
+
 describe("delivery receipts that overtake the submission, over another instance's bind", () => {
   test('two instances, one SMSC: every receipt sent before its submit_sm_resp, over the other bind, is applied once', async () => {
     // The SMSC answers each submit_sm 400 ms late, and sends its receipt at once over the

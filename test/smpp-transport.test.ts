@@ -370,6 +370,19 @@ describe('SmppTransport', () => {
     assert.equal(peer.binds, 1);
   });
 
+  test("with the window full, the service's own messages take the next free places, ahead of those waiting", async (t) => {
+    const { peer, transport } = await setup(t, { submitDelayMs: 100 }, { windowSize: 2 });
+    const merchants = Array.from({ length: 8 }, (_, i) => transport.send(sms(`merchant ${i}`)));
+    await peer.waitFor(2);
+    const own = [transport.send({ ...sms('login code'), urgent: true }), transport.send({ ...sms('payment prompt'), urgent: true })];
+    await Promise.all([...merchants, ...own]);
+    assert.deepEqual(
+      peer.submitted.map((m) => m.text),
+      ['merchant 0', 'merchant 1', 'login code', 'payment prompt', ...Array.from({ length: 6 }, (_, i) => `merchant ${i + 2}`)],
+    );
+    assert.equal(peer.maxOutstanding, 2);
+  });
+
   test('a submit_sm answered later than the other responses may take is waited for: one submit, no copy', async (t) => {
     const { peer, transport } = await setup(t, { submitDelayMs: 1_000 }, { responseTimeoutMs: 200 });
     const result = await transport.send(sms('slow but answered'));

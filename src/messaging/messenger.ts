@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
+import { sql } from 'kysely';
 import type { Db, Tx } from '../db/database.js';
 import { hotQuery } from '../db/hot-query.js';
 import type { MessageStatus, MessageTable } from '../db/schema.js';
@@ -39,6 +40,8 @@ const LEASE_MS = 30_000;
  */
 const MAX_SEND_MS = 15 * 60_000;
 const MAX_IN_FLIGHT = 512;
+/** The service's own messages claimed a tick (10 ticks a second), on top of MAX_IN_FLIGHT. */
+const OWN_PER_TICK = 64;
 /** Receipts that overtake the record of their submission wait this long for it in memory (this process's own sends). */
 const EARLY_RECEIPT_MS = 60_000;
 
@@ -166,36 +169,42 @@ export class Messenger implements Notifier {
     }
   }
 
-  /** The worker: claims due queued messages and sends them, without waiting for slow ones. */
+  /**
+   * The worker: claims due queued messages and sends them, without waiting for slow ones.
+   * The service's own messages (login codes, payment prompts) are claimed first, and however
+   * many merchants' messages are under way: somebody is waiting for each, and they are few.
+   */
   async deliverDue(): Promise<number> {
     if (this.transports.email === null && this.transports.sms === null) return 0;
     const room = MAX_IN_FLIGHT - this.inFlight;
-    if (room <= 0) return 0;
     const now = this.now();
     const claimed = await this.store.write(async (tx) => {
-      const due = await tx
-        .selectFrom('messages')
-        .select('id')
-        .where('status', '=', 'queued')
-        .where('next_attempt_at', '<=', now)
-        .where('locked_until', '<=', now)
-        .orderBy('next_attempt_at')
-        .limit(Math.min(room, 256))
-        .execute();
-      if (due.length === 0) return [];
+      const due = (own: boolean, limit: number) => {
+        // Own messages have their own small index (messages_due_own), whatever the backlog;
+        // the planners see it fits only when the status is written out, not a parameter.
+        let query = tx
+          .selectFrom('messages')
+          .select('id')
+          .where('status', '=', own ? sql.lit('queued') : 'queued')
+          .where('next_attempt_at', '<=', now)
+          .where('locked_until', '<=', now);
+        if (own) query = query.where('merchant_id', 'is', null);
+        return query.orderBy('next_attempt_at').limit(limit).execute();
+      };
+      const ids = new Set((await due(true, OWN_PER_TICK)).map((d) => d.id));
+      if (room > ids.size) for (const d of await due(false, Math.min(room - ids.size, 256))) ids.add(d.id);
+      if (ids.size === 0) return [];
       return tx
         .updateTable('messages')
         .set({ locked_until: now + this.leaseMs })
-        .where(
-          'id',
-          'in',
-          due.map((d) => d.id),
-        )
+        .where('id', 'in', [...ids])
         .where('status', '=', 'queued')
         .where('locked_until', '<=', now)
         .returningAll()
         .execute();
     });
+    // Own first: the transports take sends in the order given, within their lanes.
+    claimed.sort((a, b) => Number(a.merchant_id !== null) - Number(b.merchant_id !== null));
     for (const message of claimed) {
       void this.sendClaimed(message).catch((err: unknown) =>
         this.log.error({ err, messageId: message.id }, 'message attempt not recorded'),
@@ -356,6 +365,7 @@ export class Messenger implements Notifier {
         contentType: message.content_type === 'html' ? 'html' : 'text',
         content: message.content,
         createdAt: message.created_at,
+        urgent: message.merchant_id === null,
       });
     }
     const transport = this.transports.sms;
@@ -365,6 +375,7 @@ export class Messenger implements Notifier {
       countryCode: message.phone_country_code ?? '',
       number: message.phone_number ?? '',
       content: message.content,
+      urgent: message.merchant_id === null,
     });
   }
 

@@ -20,6 +20,7 @@ import {
   type OutboundSms,
   PermanentSendError,
   type SendResult,
+  SlotQueue,
   type SmsTransport,
   TransientSendError,
 } from './transport.js';
@@ -126,7 +127,7 @@ export class SmppTransport implements SmsTransport {
   #reconnectTimer: NodeJS.Timeout | null = null;
   #enquireTimer: NodeJS.Timeout | null = null;
   #bindWaiters = new Set<Waiter>();
-  #slotWaiters: Array<() => void> = [];
+  readonly #slotWaiters = new SlotQueue();
   #pending = new Set<Pending>();
   #idleWaiters: Array<() => void> = [];
   #corked = false;
@@ -209,7 +210,7 @@ export class SmppTransport implements SmsTransport {
         }
         if (this.#pending.size >= this.#windowSize) {
           woken = false;
-          await new Promise<void>((resolve) => this.#slotWaiters.push(resolve));
+          await this.#slotWaiters.wait(message.urgent);
           woken = true;
           continue;
         }
@@ -217,7 +218,7 @@ export class SmppTransport implements SmsTransport {
       }
     } catch (error) {
       // This send was handed a free slot it will not use: hand it to the next in line.
-      if (woken) this.#slotWaiters.shift()?.();
+      if (woken) this.#slotWaiters.wake();
       throw error;
     }
   }
@@ -293,7 +294,7 @@ export class SmppTransport implements SmsTransport {
   }
 
   #releaseSlot(): void {
-    this.#slotWaiters.shift()?.();
+    this.#slotWaiters.wake();
     if (this.#pending.size === 0) for (const idle of this.#idleWaiters.splice(0)) idle();
   }
 
@@ -388,7 +389,7 @@ export class SmppTransport implements SmsTransport {
         this.#startEnquireLink(session);
         this.#settleBindWaiters(null);
         // Sends queued for a slot while the link was down look again.
-        for (const wake of this.#slotWaiters.splice(0)) wake();
+        this.#slotWaiters.wakeAll();
       },
     );
   }
@@ -505,7 +506,7 @@ export class SmppTransport implements SmsTransport {
     if (this.#reconnectTimer) clearTimeout(this.#reconnectTimer);
     this.#reconnectTimer = null;
     this.#settleBindWaiters(new TransientSendError('SMPP transport is closed'));
-    for (const wake of this.#slotWaiters.splice(0)) wake();
+    this.#slotWaiters.wakeAll();
     const session = this.#session;
     if (session === null) return;
     const closed = new Promise<void>((resolve) => session.once('close', () => resolve()));

@@ -1,7 +1,14 @@
 import nodemailer, { type SendMailOptions, type SMTPPoolSentMessageInfo, type Transporter } from 'nodemailer';
 import { DEFAULT_SMTP_FROM } from '../../config.js';
 import { PLAIN_ADDRESS } from '../address.js';
-import { type EmailTransport, type OutboundEmail, PermanentSendError, type SendResult, TransientSendError } from './transport.js';
+import {
+  type EmailTransport,
+  type OutboundEmail,
+  PermanentSendError,
+  type SendResult,
+  SlotQueue,
+  TransientSendError,
+} from './transport.js';
 
 /** SMTP_URL parsed: `smtp://[user[:pass]@]host[:port]` (STARTTLS when offered) or `smtps://…` (implicit TLS). */
 export interface SmtpUrl {
@@ -160,12 +167,22 @@ export class SmtpTransport implements EmailTransport {
   readonly #where: string;
   /** Whether every connection must upgrade with STARTTLS before anything is sent (see requireTls). */
   readonly requiresTls: boolean;
+  /**
+   * Sends handed to nodemailer at once: one per pooled connection. The rest wait here rather
+   * than in nodemailer's queue, which is first come first served, so that the service's own
+   * messages can go first.
+   */
+  readonly #poolSize: number;
+  #active = 0;
+  readonly #waiting = new SlotQueue();
+  #closed = false;
 
   constructor(smtpUrl: string, options: SmtpTransportOptions = {}) {
     const target = parseSmtpUrl(smtpUrl);
     const timeoutMs = options.timeoutMs ?? 30_000;
     const poolSize = options.poolSize ?? 5;
     if (!Number.isInteger(poolSize) || poolSize < 1) throw new Error('SmtpTransport poolSize must be a whole number >= 1');
+    this.#poolSize = poolSize;
     this.#from = options.from ?? DEFAULT_SMTP_FROM;
     this.#idDomain = /@([^\s<>@]+?)>?\s*$/.exec(this.#from)?.[1] ?? 'lipa.local';
     this.#where = `${target.secure ? 'smtps' : 'smtp'}://${target.host}:${target.port}`;
@@ -220,10 +237,13 @@ export class SmtpTransport implements EmailTransport {
       ...(message.contentType === 'html' ? { html: message.content } : { text: message.content }),
     };
     let info: SMTPPoolSentMessageInfo;
+    await this.#slot(message.urgent);
     try {
       info = await this.#mailer.sendMail(mail);
     } catch (error) {
       throw this.#classify(error);
+    } finally {
+      this.#release();
     }
     // With one recipient a refusal rejects the send; a partial acceptance cannot happen, but
     // if a server ever answers so, the recipient was refused.
@@ -237,7 +257,21 @@ export class SmtpTransport implements EmailTransport {
   }
 
   async close(): Promise<void> {
+    this.#closed = true;
+    this.#waiting.wakeAll();
     this.#mailer.close();
+  }
+
+  /** Waits for a free connection; the service's own messages are handed one first. */
+  async #slot(urgent: boolean | undefined): Promise<void> {
+    if (this.#active < this.#poolSize) this.#active++;
+    // A slot is handed over by the send that frees it (#release), the count unchanged.
+    else await this.#waiting.wait(urgent);
+    if (this.#closed) throw new TransientSendError('SMTP transport is closed');
+  }
+
+  #release(): void {
+    if (!this.#waiting.wake()) this.#active--;
   }
 
   #classify(error: unknown): Error {

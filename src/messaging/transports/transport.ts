@@ -13,6 +13,8 @@ export interface OutboundEmail {
   content: string;
   /** When the message was accepted (ms): its Date header, the same on every try. */
   createdAt: number;
+  /** The service's own message: it goes first (see OutboundSms.urgent). */
+  urgent?: boolean;
 }
 
 export interface OutboundSms {
@@ -22,6 +24,12 @@ export interface OutboundSms {
   /** National number digits, e.g. "708000001". */
   number: string;
   content: string;
+  /**
+   * The service's own message (a login code, a payment prompt): when the transport has more
+   * sends than it can have under way, it goes before merchants' messages, so that a merchant's
+   * backlog to a slow server cannot keep anybody from logging in or paying.
+   */
+  urgent?: boolean;
 }
 
 export interface SendResult {
@@ -81,4 +89,31 @@ export interface SmsTransport {
   /** Called for every delivery receipt received (SMPP); never for the embedded outbox. */
   onReceipt(listener: (receipt: DeliveryReceipt) => void): void;
   close(): Promise<void>;
+}
+
+/**
+ * Sends waiting for a free slot of a transport (an SMTP connection, an SMPP window place),
+ * the service's own messages first (OutboundSms.urgent), each lane in order of arrival.
+ */
+export class SlotQueue {
+  readonly #urgent: Array<() => void> = [];
+  readonly #other: Array<() => void> = [];
+
+  /** Resolves when wake() hands this waiter a slot (or wakeAll() a look again). */
+  wait(urgent: boolean | undefined): Promise<void> {
+    return new Promise((resolve) => (urgent ? this.#urgent : this.#other).push(resolve));
+  }
+
+  /** Hands a free slot to the first in line; false when nobody waits. */
+  wake(): boolean {
+    const next = this.#urgent.shift() ?? this.#other.shift();
+    next?.();
+    return next !== undefined;
+  }
+
+  /** Wakes every waiter to look again (the link is back, or the transport closes). */
+  wakeAll(): void {
+    for (const wake of this.#urgent.splice(0)) wake();
+    for (const wake of this.#other.splice(0)) wake();
+  }
 }
