@@ -1,14 +1,15 @@
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { createSocket } from 'node:dgram';
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import { type AddressInfo, createServer as createTcpServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { MAX_ATTEMPTS, RETRY_FACTOR, UNFINISHED } from '../src/callbacks/worker.js';
 import { LipaClient, type Payment, verifyCallback } from '../src/client/index.js';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { call, type MerchantSetup, merchantWithPos, paymentBody } from './helpers/client.js';
-import { ADMIN_TOKEN, freshDatabase, type Lipa, startLipa, type TestDatabase } from './helpers/harness.js';
+import { freshDatabase, type Lipa, startLipa, type TestDatabase } from './helpers/harness.js';
+import { freePort, startLipaProcess } from './helpers/process.js';
 import { type Received, type Receiver, startReceiver } from './helpers/receiver.js';
 
 /** Callbacks (CONTRACT §7), end to end: real service, real receivers, real DNS server. */
@@ -170,16 +171,6 @@ async function startDnsServer(
     queries,
     close: () => new Promise<void>((resolve) => socket.close(() => resolve())),
   };
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createTcpServer();
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
-    });
-  });
 }
 
 describe('callback delivery: retries, back-off, redelivery, body and signature', { concurrency: true }, () => {
@@ -667,7 +658,6 @@ describe('callback targets with CALLBACK_ALLOW_PRIVATE=false (SSRF)', () => {
 });
 
 describe('callbacks survive a crash of the service process', () => {
-  const MAIN = ['--import', 'tsx', 'src/main.ts'];
   let database: TestDatabase;
   let child: ChildProcess | null = null;
   let receiver: Receiver | null = null;
@@ -681,35 +671,7 @@ describe('callbacks survive a crash of the service process', () => {
     await database.drop();
   });
 
-  async function startService(port: number): Promise<{ child: ChildProcess; url: string; exited: Promise<unknown> }> {
-    const started = spawn(process.execPath, MAIN, {
-      env: {
-        PATH: process.env.PATH ?? '',
-        PORT: String(port),
-        MOCK_PORT: '0',
-        DATABASE_URL: database.url,
-        ADMIN_TOKEN,
-        CALLBACK_RETRY_BASE_SECONDS: '1',
-        LOG_LEVEL: 'warn',
-      },
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
-    let stderr = '';
-    started.stderr?.on('data', (chunk) => {
-      stderr += chunk;
-    });
-    const exited = new Promise((resolve) => started.on('exit', resolve));
-    const url = `http://127.0.0.1:${port}`;
-    await waitFor(
-      'the service to listen',
-      async () => {
-        if (started.exitCode !== null) throw new Error(`service exited with ${started.exitCode}: ${stderr}`);
-        return (await fetch(`${url}/health`).catch(() => null))?.ok ? true : undefined;
-      },
-      20_000,
-    );
-    return { child: started, url, exited };
-  }
+  const startService = (port: number) => startLipaProcess({ DATABASE_URL: database.url, CALLBACK_RETRY_BASE_SECONDS: '1' }, port);
 
   test('SIGKILL after a failed attempt: after restart the callback arrives with the original eventId', async () => {
     const receiverPort = await freePort(); // nothing listens there yet: the receiver is down

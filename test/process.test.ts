@@ -1,60 +1,40 @@
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { chmodSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { Agent, request as httpRequest } from 'node:http';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
+import pg from 'pg';
 import { openDatabase } from '../src/db/database.js';
 import { migrations } from '../src/db/migrations/index.js';
-import { ADMIN_TOKEN, freshDatabase, type TestDatabase } from './helpers/harness.js';
+import { ADMIN_TOKEN, freshDatabase, TEST_DATABASE, type TestDatabase } from './helpers/harness.js';
+import { freePort, launch, MAIN, waitUntilUp } from './helpers/process.js';
 
 /** The real program, as `npm start` runs it (from source, through tsx). */
-const MAIN = ['--import', 'tsx', 'src/main.ts'];
 const MASTER_KEY = 'ab'.repeat(32);
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
-    });
-  });
-}
 
 function runToExit(env: Record<string, string>) {
   return spawnSync(process.execPath, MAIN, { env: { PATH: process.env.PATH ?? '', ...env }, encoding: 'utf8', timeout: 20_000 });
 }
 
-/** The program started with `env` (and PATH); what it writes to `stream` is collected, and `exited` says how it ended. */
-function launch(env: Record<string, string>, stream: 'stdout' | 'stderr') {
-  const child = spawn(process.execPath, MAIN, {
-    env: { PATH: process.env.PATH ?? '', ...env },
-    stdio: ['ignore', stream === 'stdout' ? 'pipe' : 'ignore', stream === 'stderr' ? 'pipe' : 'ignore'],
-  });
-  let collected = '';
-  child[stream]?.on('data', (chunk) => {
-    collected += chunk;
-  });
-  const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
-    child.on('exit', (code, signal) => resolve({ code, signal })),
-  );
-  return { child, exited, output: () => collected };
-}
-
-async function waitUntilUp(url: string, child: ChildProcess): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    if (child.exitCode !== null) throw new Error(`service exited with ${child.exitCode}`);
-    try {
-      if ((await fetch(`${url}/health`)).ok) return;
-    } catch {
-      // not listening yet
+/** Resolves once a service has opened `database` (the SQLite file exists, or PostgreSQL has a connection to it). */
+async function databaseOpened(database: TestDatabase): Promise<void> {
+  for (let i = 0; i < 2000; i++) {
+    if (database.url.startsWith('file:')) {
+      if (existsSync(database.url.slice('file:'.length))) return;
+    } else {
+      const url = new URL(database.url);
+      const client = new pg.Client({ connectionString: TEST_DATABASE });
+      await client.connect();
+      const { rows } = await client.query('select count(*)::int as n from pg_stat_activity where datname = $1', [url.pathname.slice(1)]);
+      await client.end();
+      if (rows[0].n > 0) return;
     }
-    await new Promise((r) => setTimeout(r, 50));
+    await new Promise((r) => setTimeout(r, 10));
   }
-  throw new Error('service did not start');
+  throw new Error('the service never opened its database');
 }
 
 describe('the service process', () => {
@@ -227,8 +207,8 @@ describe('the service process', () => {
       { PORT: String(await freePort()), MOCK_PORT: '0', DATABASE_URL: database.url, ADMIN_TOKEN },
       'stdout',
     );
-    // As soon as it runs: handlers are installed before anything else loads.
-    await new Promise((r) => setTimeout(r, 400));
+    // As soon as it opens its database: its handlers were installed before anything else loaded.
+    await databaseOpened(database);
     child.kill('SIGTERM');
     assert.deepEqual(await exited, { code: 0, signal: null }, output());
     // The service's own lines (Fastify's "Server listening" may be written at any point).

@@ -7,8 +7,10 @@ import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { LipaClient, type Payment } from '../src/client/index.js';
 import { type SignInput, signingString, signRequest } from '../src/client/signing.js';
+import { purgeExpired } from '../src/jobs/housekeeping.js';
 import { call, type MerchantSetup, merchantWithPos, paymentBody, type Reply, unique } from './helpers/client.js';
 import { type Lipa, startLipa } from './helpers/harness.js';
+import { type LipaProcess, startLipaProcess } from './helpers/process.js';
 import { type Receiver, startReceiver } from './helpers/receiver.js';
 
 /** Signed requests (CONTRACT §5) on endpoints 5 and 6, over HTTP against the real server. */
@@ -78,7 +80,7 @@ function postWithHost(base: string, path: string, host: string, headers: Record<
   });
 }
 
-async function send(lipa: Lipa, key: Key, options: SendOptions): Promise<{ reply: Reply; headers: Record<string, string> }> {
+async function send(lipa: Pick<Lipa, 'url'>, key: Key, options: SendOptions): Promise<{ reply: Reply; headers: Record<string, string> }> {
   const headers = signedHeaders(lipa.url, key, options);
   return { reply: await post(lipa.url, options.path, headers, options.body), headers };
 }
@@ -275,6 +277,16 @@ describe('signed requests: every check of CONTRACT §5, each its own 403', () =>
     assertRefused((await send(lipa, key, { path: CREATE, body: createBody(), sign: { nonce } })).reply, 'nonce_reused');
   });
 
+  test('a nonce is kept as long as its timestamp could be accepted: after the purge of expired nonces, its replay is still refused', async () => {
+    // Signed 290 s ago (still accepted for 10 s) and 290 s ahead (for 590 s).
+    for (const skew of [-290, 290]) {
+      const first = await send(lipa, key, { path: STATUS, body: statusBody(), sign: { timestamp: nowSeconds() + skew } });
+      assertOk(first.reply);
+      await purgeExpired(lipa.ctx);
+      assertRefused(await post(lipa.url, STATUS, first.headers, statusBody()), 'nonce_reused');
+    }
+  });
+
   test('a nonce is single use per key: another key may use the same nonce', async () => {
     const nonce = freshNonce();
     assertOk((await send(lipa, key, { path: STATUS, body: statusBody(), sign: { nonce } })).reply);
@@ -283,7 +295,8 @@ describe('signed requests: every check of CONTRACT §5, each its own 403', () =>
   });
 
   test('a nonce used on one instance is refused by another on the same database', async () => {
-    const second = await startLipa({ DATABASE_URL: lipa.databaseUrl });
+    // Another process: the two share nothing but the database.
+    const second = await startLipaProcess({ DATABASE_URL: lipa.databaseUrl });
     try {
       // The second instance works on its own...
       assertOk((await send(second, key, { path: STATUS, body: statusBody() })).reply);
@@ -297,9 +310,9 @@ describe('signed requests: every check of CONTRACT §5, each its own 403', () =>
       assertOk((await send(second, key, { path: STATUS, body: statusBody(), sign: { nonce: back } })).reply);
       assertRefused((await send(lipa, key, { path: STATUS, body: statusBody(), sign: { nonce: back } })).reply, 'nonce_reused');
     } finally {
-      await second.close();
+      assert.deepEqual(await second.stop(), { code: 0, signal: null }, second.output());
     }
-    // Closing the second instance left the shared database alone.
+    // Stopping the second instance left the shared database alone.
     assertOk((await send(lipa, key, { path: STATUS, body: statusBody() })).reply);
   });
 
@@ -602,18 +615,19 @@ describe('signed requests: every check of CONTRACT §5, each its own 403', () =>
 describe('signed requests behind a proxy: PUBLIC_BASE_URL', () => {
   const PUBLIC = 'https://pay.example.com';
   let first: Lipa;
-  let second: Lipa;
+  /** Another process: the two share nothing but the database. */
+  let second: LipaProcess;
   let merchant: MerchantSetup;
   let key: Key;
 
   before(async () => {
     first = await startLipa({ PUBLIC_BASE_URL: PUBLIC });
-    second = await startLipa({ PUBLIC_BASE_URL: PUBLIC, DATABASE_URL: first.databaseUrl });
+    second = await startLipaProcess({ PUBLIC_BASE_URL: PUBLIC, DATABASE_URL: first.databaseUrl });
     merchant = await merchantWithPos(first);
     key = { keyId: merchant.keyId, secret: merchant.secret };
   });
   after(async () => {
-    await second.close();
+    await second.stop();
     await first.close();
   });
 
@@ -646,7 +660,7 @@ describe('signed requests behind a proxy: PUBLIC_BASE_URL', () => {
     assertOk(await post(second.url, STATUS, statusHeaders, status));
     assertRefused(await post(first.url, STATUS, statusHeaders, status), 'nonce_reused');
     assertRefused(await post(second.url, STATUS, statusHeaders, status), 'nonce_reused');
-    assert.equal(await paymentsOf(first, merchant.merchantId), 2);
+    assert.equal(await paymentsWithOrderIds(first, [JSON.parse(body).orderId]), 1);
   });
 
   test('the same request sent 10 times at once to both instances is accepted exactly once', async () => {
