@@ -319,6 +319,17 @@ describe('HTTP hygiene', () => {
           assert.ok(listed.includes(status), `${method.toUpperCase()} ${path} lists ${status}: ${listed.join()}`);
       }
     }
+    // OpenAPI 3.0 requires at least one response per operation (/metrics has no JSON schema);
+    // and the operator API lists the 429 its wrong-token limit answers.
+    for (const [path, operations] of Object.entries(openapi.body.paths as Record<string, Record<string, { responses: object }>>)) {
+      for (const [method, operation] of Object.entries(operations)) {
+        const listed = Object.keys(operation.responses ?? {});
+        assert.ok(listed.length > 0, `${method.toUpperCase()} ${path} lists no response`);
+        if (path.startsWith('/api/v1/admin/'))
+          assert.ok(listed.includes('429'), `${method.toUpperCase()} ${path} lists 429: ${listed.join()}`);
+      }
+    }
+    assert.deepEqual(Object.keys(openapi.body.paths['/metrics'].get.responses['200'].content), ['text/plain; version=0.0.4']);
     // The messaging API's answers are described, though they are sent without response schemas.
     const messaging = openapi.body.paths['/api/messages'].post.responses;
     assert.deepEqual(Object.keys(messaging).sort(), ['200', '201', '400', '401', '429', '500']);

@@ -33,7 +33,7 @@ export function registerAdminRoutes(app: App, ctx: AppContext): void {
     '/api/v1/admin/merchants',
     {
       ...common,
-      schema: { tags, security: adminAuth, body: CreateMerchantBody, response: { 201: MerchantResponse, ...errors(401, 409, 422) } },
+      schema: { tags, security: adminAuth, body: CreateMerchantBody, response: { 201: MerchantResponse, ...errors(401, 409, 422, 429) } },
     },
     async (request, reply) => reply.code(201).send(await createMerchant(ctx, request.body)),
   );
@@ -47,7 +47,7 @@ export function registerAdminRoutes(app: App, ctx: AppContext): void {
         security: adminAuth,
         summary: 'Merchants, newest first',
         querystring: Type.Object({ limit: LimitParam }),
-        response: { 200: Type.Array(MerchantListed), ...errors(401, 422) },
+        response: { 200: Type.Array(MerchantListed), ...errors(401, 422, 429) },
       },
     },
     async (request) => {
@@ -64,7 +64,10 @@ export function registerAdminRoutes(app: App, ctx: AppContext): void {
 
   app.post(
     '/api/v1/admin/payers',
-    { ...common, schema: { tags, security: adminAuth, body: CreatePayerBody, response: { 201: PayerResponse, ...errors(401, 409, 422) } } },
+    {
+      ...common,
+      schema: { tags, security: adminAuth, body: CreatePayerBody, response: { 201: PayerResponse, ...errors(401, 409, 422, 429) } },
+    },
     async (request, reply) => reply.code(201).send(await createPayer(ctx, request.body)),
   );
 
@@ -77,7 +80,7 @@ export function registerAdminRoutes(app: App, ctx: AppContext): void {
         security: adminAuth,
         summary: 'Payers with their wallet balance, newest first',
         querystring: Type.Object({ limit: LimitParam }),
-        response: { 200: Type.Array(PayerListed), ...errors(401, 422) },
+        response: { 200: Type.Array(PayerListed), ...errors(401, 422, 429) },
       },
     },
     async (request) => {
@@ -111,7 +114,7 @@ export function registerAdminRoutes(app: App, ctx: AppContext): void {
         security: adminAuth,
         params: DepositParams,
         body: DepositBody,
-        response: { 200: DepositResponse, ...errors(401, 404, 409, 422) },
+        response: { 200: DepositResponse, ...errors(401, 404, 409, 422, 429) },
       },
     },
     async (request) => deposit(ctx, request.params.phone, request.body.amount),
@@ -126,7 +129,7 @@ export function registerAdminRoutes(app: App, ctx: AppContext): void {
         security: adminAuth,
         summary: 'Messages the service sent (embedded outbox), newest first',
         querystring: OutboxQuery,
-        response: { 200: Type.Array(OutboxMessage), ...errors(401, 422) },
+        response: { 200: Type.Array(OutboxMessage), ...errors(401, 422, 429) },
       },
     },
     async (request) => {

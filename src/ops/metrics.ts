@@ -1,3 +1,4 @@
+import { Type } from 'typebox';
 import type { AppContext } from '../context.js';
 import type { App } from '../http/types.js';
 
@@ -38,50 +39,68 @@ export function registerMetrics(app: App, ctx: AppContext): void {
     done();
   });
 
-  app.get('/metrics', { schema: { tags: ['Operations'], summary: 'Prometheus metrics' } }, async (_request, reply) => {
-    const lines: string[] = [];
-    lines.push(
-      '# HELP lipa_http_requests_total HTTP requests by method, route pattern and status.',
-      '# TYPE lipa_http_requests_total counter',
-    );
-    for (const { labels, count } of series.values()) lines.push(`lipa_http_requests_total{${labels}} ${count}`);
-    lines.push('# HELP lipa_http_request_duration_seconds HTTP request duration.', '# TYPE lipa_http_request_duration_seconds histogram');
-    for (const s of series.values()) {
-      const key = s.labels;
-      BUCKETS.forEach((bound, i) => {
-        lines.push(`lipa_http_request_duration_seconds_bucket{${key},le="${bound}"} ${s.buckets[i]}`);
-      });
-      lines.push(`lipa_http_request_duration_seconds_bucket{${key},le="+Inf"} ${s.count}`);
-      lines.push(`lipa_http_request_duration_seconds_sum{${key}} ${s.sum}`, `lipa_http_request_duration_seconds_count{${key}} ${s.count}`);
-    }
-    const db = ctx.store.db;
-    const payments = await db
-      .selectFrom('payments')
-      .select(['status', (eb) => eb.fn.countAll<number>().as('n')])
-      .groupBy('status')
-      .execute();
-    lines.push('# HELP lipa_payments Payments by status.', '# TYPE lipa_payments gauge');
-    for (const p of payments) lines.push(`lipa_payments{status="${label(p.status)}"} ${Number(p.n)}`);
-    const messages = await db
-      .selectFrom('messages')
-      .select(['type', 'status', (eb) => eb.fn.countAll<number>().as('n')])
-      .groupBy(['type', 'status'])
-      .execute();
-    lines.push('# HELP lipa_messages Messages by type and status.', '# TYPE lipa_messages gauge');
-    for (const m of messages) lines.push(`lipa_messages{type="${label(m.type)}",status="${label(m.status)}"} ${Number(m.n)}`);
-    const pending = await db
-      .selectFrom('callback_deliveries')
-      .select((eb) => eb.fn.countAll<number>().as('n'))
-      .where('status', '=', 'pending')
-      .executeTakeFirst();
-    lines.push(
-      '# HELP lipa_callback_deliveries_pending Callback deliveries waiting to be sent or retried.',
-      '# TYPE lipa_callback_deliveries_pending gauge',
-    );
-    lines.push(`lipa_callback_deliveries_pending ${Number(pending?.n ?? 0)}`);
-    const memory = process.memoryUsage();
-    lines.push('# TYPE process_resident_memory_bytes gauge', `process_resident_memory_bytes ${memory.rss}`);
-    lines.push('# TYPE nodejs_heap_used_bytes gauge', `nodejs_heap_used_bytes ${memory.heapUsed}`);
-    return reply.type('text/plain; version=0.0.4; charset=utf-8').send(`${lines.join('\n')}\n`);
-  });
+  app.get(
+    '/metrics',
+    {
+      schema: { tags: ['Operations'], summary: 'Prometheus metrics' },
+      // For the description only: the answer is the Prometheus text format, not JSON.
+      config: {
+        responseDocs: {
+          200: Type.Unsafe({
+            description: 'The metrics',
+            content: { 'text/plain; version=0.0.4': { schema: { type: 'string', description: 'Prometheus text exposition format' } } },
+          }),
+        },
+      },
+    },
+    async (_request, reply) => {
+      const lines: string[] = [];
+      lines.push(
+        '# HELP lipa_http_requests_total HTTP requests by method, route pattern and status.',
+        '# TYPE lipa_http_requests_total counter',
+      );
+      for (const { labels, count } of series.values()) lines.push(`lipa_http_requests_total{${labels}} ${count}`);
+      lines.push('# HELP lipa_http_request_duration_seconds HTTP request duration.', '# TYPE lipa_http_request_duration_seconds histogram');
+      for (const s of series.values()) {
+        const key = s.labels;
+        BUCKETS.forEach((bound, i) => {
+          lines.push(`lipa_http_request_duration_seconds_bucket{${key},le="${bound}"} ${s.buckets[i]}`);
+        });
+        lines.push(`lipa_http_request_duration_seconds_bucket{${key},le="+Inf"} ${s.count}`);
+        lines.push(
+          `lipa_http_request_duration_seconds_sum{${key}} ${s.sum}`,
+          `lipa_http_request_duration_seconds_count{${key}} ${s.count}`,
+        );
+      }
+      const db = ctx.store.db;
+      const payments = await db
+        .selectFrom('payments')
+        .select(['status', (eb) => eb.fn.countAll<number>().as('n')])
+        .groupBy('status')
+        .execute();
+      lines.push('# HELP lipa_payments Payments by status.', '# TYPE lipa_payments gauge');
+      for (const p of payments) lines.push(`lipa_payments{status="${label(p.status)}"} ${Number(p.n)}`);
+      const messages = await db
+        .selectFrom('messages')
+        .select(['type', 'status', (eb) => eb.fn.countAll<number>().as('n')])
+        .groupBy(['type', 'status'])
+        .execute();
+      lines.push('# HELP lipa_messages Messages by type and status.', '# TYPE lipa_messages gauge');
+      for (const m of messages) lines.push(`lipa_messages{type="${label(m.type)}",status="${label(m.status)}"} ${Number(m.n)}`);
+      const pending = await db
+        .selectFrom('callback_deliveries')
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .where('status', '=', 'pending')
+        .executeTakeFirst();
+      lines.push(
+        '# HELP lipa_callback_deliveries_pending Callback deliveries waiting to be sent or retried.',
+        '# TYPE lipa_callback_deliveries_pending gauge',
+      );
+      lines.push(`lipa_callback_deliveries_pending ${Number(pending?.n ?? 0)}`);
+      const memory = process.memoryUsage();
+      lines.push('# TYPE process_resident_memory_bytes gauge', `process_resident_memory_bytes ${memory.rss}`);
+      lines.push('# TYPE nodejs_heap_used_bytes gauge', `nodejs_heap_used_bytes ${memory.heapUsed}`);
+      return reply.type('text/plain; version=0.0.4; charset=utf-8').send(`${lines.join('\n')}\n`);
+    },
+  );
 }
