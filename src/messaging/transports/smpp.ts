@@ -132,6 +132,8 @@ export class SmppTransport implements SmsTransport {
   #idleWaiters: Array<() => void> = [];
   #corked = false;
   #listeners: ReceiptListener[] = [];
+  /** Connection trouble logged since the last bind, and when (#newTrouble). */
+  readonly #troubleLogged = new Map<string, number>();
 
   constructor(options: SmppTransportOptions) {
     this.#server = parseSmppUrl(options.url);
@@ -347,7 +349,7 @@ export class SmppTransport implements SmsTransport {
     session.on('error', (error: Error) => {
       // Also a malformed PDU, after which the package stops reading: start over either way.
       this.#lastError = error.message;
-      this.#log?.warn({ smsc: this.target, err: error.message }, 'SMPP connection error');
+      if (this.#newTrouble(error.message)) this.#log?.warn({ smsc: this.target, err: error.message }, 'SMPP connection error');
       session.destroy();
     });
     session.on('close', () => {
@@ -376,7 +378,7 @@ export class SmppTransport implements SmsTransport {
           const reason = `SMSC ${this.target} refused bind_transceiver for system_id "${this.#server.systemId}": ${describeStatus(resp.command_status)}`;
           this.#lastError = reason;
           this.#bindRefused = reason;
-          this.#log?.error({ smsc: this.target, commandStatus: resp.command_status }, reason);
+          if (this.#newTrouble(reason)) this.#log?.error({ smsc: this.target, commandStatus: resp.command_status }, reason);
           this.#settleBindWaiters(new TransientSendError(reason));
           session.destroy();
           return;
@@ -385,6 +387,7 @@ export class SmppTransport implements SmsTransport {
         this.#bindRefused = null;
         this.#lastError = null;
         this.#failedAttempts = 0;
+        this.#troubleLogged.clear();
         this.#log?.info({ smsc: this.target }, 'SMPP bound as transceiver');
         this.#startEnquireLink(session);
         this.#settleBindWaiters(null);
@@ -423,11 +426,27 @@ export class SmppTransport implements SmsTransport {
     if (!wasBound && this.#bindRefused === null) this.#lastError ??= 'connection closed before the bind completed';
     const delay = Math.min(this.#reconnectMaxMs, this.#reconnectMinMs * 2 ** this.#failedAttempts);
     this.#failedAttempts = Math.min(this.#failedAttempts + 1, 30);
-    this.#log?.warn(
-      { smsc: this.target, wasBound, reconnectInMs: delay, lastError: this.#lastError },
-      wasBound ? 'SMPP connection lost; reconnecting' : 'SMPP connection failed; retrying',
-    );
+    if (wasBound || this.#newTrouble(`retrying: ${this.#lastError}`)) {
+      this.#log?.warn(
+        { smsc: this.target, wasBound, reconnectInMs: delay, lastError: this.#lastError },
+        wasBound ? 'SMPP connection lost; reconnecting' : 'SMPP connection failed; retrying',
+      );
+    }
     this.#reconnectTimer = setTimeout(() => this.#connect(), delay);
+  }
+
+  /**
+   * Whether this trouble is worth a log line: a new one, or the same again a minute after it
+   * was last logged. An SMSC refusing the bind (a wrong password) or unreachable is retried
+   * every 30 s at most for as long as it lasts; the log says so once a minute, not each time.
+   */
+  #newTrouble(text: string): boolean {
+    const now = Date.now();
+    if (now - (this.#troubleLogged.get(text) ?? Number.NEGATIVE_INFINITY) < 60_000) return false;
+    // Texts vary (an address, a timeout): the map stays small however long the trouble lasts.
+    if (this.#troubleLogged.size >= 20) this.#troubleLogged.clear();
+    this.#troubleLogged.set(text, now);
+    return true;
   }
 
   #onPdu(session: smpp.Session, pdu: smpp.PDU): void {
