@@ -7,6 +7,7 @@ import { after, before, describe, test } from 'node:test';
 import { MAX_ATTEMPTS, RETRY_FACTOR, UNFINISHED } from '../src/callbacks/worker.js';
 import { LipaClient, type Payment, verifyCallback } from '../src/client/index.js';
 import { ConfigError, loadConfig } from '../src/config.js';
+import { assertError } from './helpers/assertions.js';
 import { call, type MerchantSetup, merchantWithPos, paymentBody } from './helpers/client.js';
 import { freshDatabase, type Lipa, startLipa, type TestDatabase } from './helpers/harness.js';
 import { freePort, startLipaProcess } from './helpers/process.js';
@@ -462,12 +463,13 @@ describe('callback delivery: retries, back-off, redelivery, body and signature',
       assert.equal(JSON.parse(first?.body ?? '{}').eventId, event.eventId);
 
       const other = await merchantWithPos(lipa);
+      // Another merchant's event is as unknown as one that does not exist.
       const foreign = await call(lipa.url, 'POST', `/api/v1/callbacks/${event.eventId}/redeliver`, { token: other.token });
-      assert.equal(foreign.status, 404, foreign.text);
-      const anonymous = await call(lipa.url, 'POST', `/api/v1/callbacks/${event.eventId}/redeliver`);
-      assert.equal(anonymous.status, 401, anonymous.text);
+      assertError(foreign, 404, 'not_found');
+      assertError(await call(lipa.url, 'POST', `/api/v1/callbacks/${event.eventId}/redeliver`), 401, 'unauthorized');
       const unknown = await call(lipa.url, 'POST', '/api/v1/callbacks/evt_nope/redeliver', { token: merchant.token });
-      assert.equal(unknown.status, 404, unknown.text);
+      assertError(unknown, 404, 'not_found');
+      assert.equal(foreign.body.error.message.replace(event.eventId, 'evt_nope'), unknown.body.error.message);
       await sleep(600);
       assert.equal(receiver.received.length, 2, 'refused redeliveries sent nothing');
 

@@ -4,6 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { loadConfig } from '../src/config.js';
 import type { MessageTable } from '../src/db/schema.js';
+import type { SmppTransport } from '../src/messaging/transports/smpp.js';
 import { admin, call, createMerchant, createPayer, type MerchantFixture, merchantSession, type Reply } from './helpers/client.js';
 import { type Lipa, startLipa } from './helpers/harness.js';
 import { type SmppPeer, startSmppPeer } from './helpers/smpp-peer.js';
@@ -413,7 +414,10 @@ describe('messaging API: answers and refusals (embedded outbox)', () => {
     // And the other way round, for email.
     const fromB = await send(lipa, keyB, email());
     assert.equal(fromB.status, 200, fromB.text);
-    assert.equal((await lookup(lipa, keyA, fromB.body.id)).status, 403);
+    const deniedEmail = await lookup(lipa, keyA, fromB.body.id);
+    assert.equal(deniedEmail.status, 403, deniedEmail.text);
+    assert.deepEqual(keysOf(deniedEmail.body), ['message']);
+    assert.match(deniedEmail.body.message, /access.*denied/i);
     assert.equal((await lookup(lipa, keyB, fromB.body.id)).status, 200);
   });
 
@@ -783,7 +787,9 @@ describe("delivery receipts that overtake the submission, over another instance'
     try {
       const session = await merchantSession(first);
       const key = (await messagingKey(first, session.token)).apiKey;
-      await sleep(300); // both bound
+      // Both bound before the first send, so that even its receipt has another bind to come over.
+      await Promise.all([first, second].map((lipa) => (lipa.ctx.messenger.transports.sms as SmppTransport).ready()));
+      assert.equal(peer.binds, 2);
       const ids: string[] = [];
       for (let i = 0; i < 10; i++) {
         const reply = await send(i % 2 ? second : first, key, sms({ content: `Early receipt ${i}` }));
@@ -810,7 +816,8 @@ describe('messaging over SMPP', () => {
   let lipa: Lipa;
   let key: string;
   before(async () => {
-    peer = await startSmppPeer({ receipts: true, undeliverable: [UNDELIVERABLE], rejectDestinations: [REFUSED] });
+    // Receipts come 500 ms after the submission, as a real SMSC's come later still.
+    peer = await startSmppPeer({ receipts: true, receiptDelayMs: 500, undeliverable: [UNDELIVERABLE], rejectDestinations: [REFUSED] });
     // A short code sender, with the TON this SMSC wants for it (0) instead of the one read from it (3).
     lipa = await startLipa({ SMPP_URL: peer.url, SMPP_SOURCE_ADDR: '22555', SMPP_SOURCE_TON: '0' });
     const session = await merchantSession(lipa);
@@ -837,6 +844,8 @@ describe('messaging over SMPP', () => {
     const id = reply.body.data.id;
 
     const submitted = (await peer.waitFor(count + 1)).at(-1);
+    // Sent once the SMSC took it; delivered only by the receipt that follows.
+    assert.equal((await waitForStatus(lipa, key, id, ['sent', 'delivered', 'failed'])).status, 'sent');
     assert.equal(submitted?.destination, '254722000333');
     assert.equal(submitted?.text, 'Order 7 is on its way.');
     assert.equal(submitted?.dataCoding, 0);

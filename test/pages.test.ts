@@ -132,7 +132,9 @@ describe('pages: /pay and /wallet', () => {
     });
     assert.equal(payment.status, 'pending');
     const early = await call(lipa.url, 'GET', `/pay/${payment.paymentIdentifier}/status`);
-    if (early.body.status === 'pending') assert.equal(early.body.redirectUrl, null, 'no redirect before paid');
+    // The test payer answers after about a second.
+    assert.equal(early.body.status, 'pending', early.text);
+    assert.equal(early.body.redirectUrl, null, 'no redirect before paid');
 
     const paid = await statusUntil(payment.paymentIdentifier, 'paid');
     assert.equal(paid.body.final, true);

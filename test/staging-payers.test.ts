@@ -55,50 +55,90 @@ describe('staging test payers, end to end', () => {
     }
   }
 
-  test('254708000001 accepts after about a second: paid, money moved, signed callbacks to both URLs', async () => {
-    const { created, final, orderId } = await payAndWait('254708000001', 'paid');
-    assert.equal(created.status, 'pending');
-    assert.equal(final.amount, 1500.5);
-    assert.equal(final.reason, undefined);
+  /** The one event of this payment's final change, at both URLs: same eventId, signed, saying `status` (and `reason`). */
+  async function assertFinalCallbacks(orderId: string, created: Payment, status: Payment['status'], reason?: string) {
     const callbacks = await callbacksFor(orderId, 2);
     assert.deepEqual(callbacks.map((c) => c.path).sort(), [`/cb/${orderId}`, '/result']);
     const [first, second] = callbacks.map((c) => JSON.parse(c.body));
     assert.equal(first.eventId, second.eventId, 'both URLs get the same eventId');
     assert.equal(first.eventType, 'payment.status_changed');
-    assert.equal(first.payment.status, 'paid');
     assert.equal(first.payment.paymentIdentifier, created.paymentIdentifier);
-    assert.equal(first.payment.merchantStika, 'KES_100234');
+    assert.equal(first.payment.status, status);
+    assert.equal(first.payment.reason, reason);
     for (const callback of callbacks) {
       assert.equal(callback.method, 'POST');
       assert.ok(
         client.verifyCallback({ url: `${receiver.url}${callback.path}`, headers: callback.headers, body: callback.body }),
         'the client verifies the signature',
       );
+    }
+    return { callbacks, event: first };
+  }
+
+  /** The merchant's ledger balance, in minor units. */
+  async function merchantBalance(): Promise<number> {
+    const row = await lipa.ctx.store.db
+      .selectFrom('ledger_accounts')
+      .select('balance')
+      .where('owner_id', '=', merchant.merchantId)
+      .executeTakeFirstOrThrow();
+    return Number(row.balance);
+  }
+
+  /** Ledger transactions recorded for this payment (a paid one has exactly one). */
+  async function transactionsOf(payment: Payment): Promise<number> {
+    const rows = await lipa.ctx.store.db
+      .selectFrom('ledger_transactions')
+      .select('id')
+      .where('kind', '=', 'payment')
+      .where('reference', '=', payment.paymentIdentifier)
+      .execute();
+    return rows.length;
+  }
+
+  /** The staging payers answer "after about 1 s" (CONTRACT §6): not at once. */
+  function assertAnsweredAfterASecond(created: Payment, final: Payment) {
+    const after = Date.parse(final.updatedAt) - Date.parse(created.createdAt);
+    assert.ok(after >= 950 && after < 5_000, `answered ${after} ms after creation`);
+  }
+
+  test('254708000001 accepts after about a second: paid, money moved, signed callbacks to both URLs', async () => {
+    const before = await merchantBalance();
+    const { created, final, orderId } = await payAndWait('254708000001', 'paid');
+    assert.equal(created.status, 'pending');
+    assert.equal(final.amount, 1500.5);
+    assert.equal(final.reason, undefined);
+    assertAnsweredAfterASecond(created, final);
+    const { callbacks, event } = await assertFinalCallbacks(orderId, created, 'paid');
+    assert.equal(event.payment.merchantStika, 'KES_100234');
+    for (const callback of callbacks) {
       assert.ok(
         !client.verifyCallback({ url: `${receiver.url}${callback.path}`, headers: callback.headers, body: `${callback.body} ` }),
         'a tampered body fails',
       );
     }
-    const merchantBalance = await lipa.ctx.store.db
-      .selectFrom('ledger_accounts')
-      .select('balance')
-      .where('owner_id', '=', merchant.merchantId)
-      .executeTakeFirstOrThrow();
-    assert.equal(merchantBalance.balance, 150050);
+    assert.equal((await merchantBalance()) - before, 150050);
+    assert.equal(await transactionsOf(created), 1);
   });
 
-  test('254708000002 declines: declined_by_payer, no money moves', async () => {
-    const { final, orderId } = await payAndWait('254708000002', 'declined');
+  test('254708000002 declines after about a second: declined_by_payer, no money moves', async () => {
+    const before = await merchantBalance();
+    const { created, final, orderId } = await payAndWait('254708000002', 'declined');
     assert.equal(final.reason, 'declined_by_payer');
-    const [callback] = await callbacksFor(orderId, 1);
-    assert.equal(JSON.parse(callback?.body ?? '{}').payment.reason, 'declined_by_payer');
+    assertAnsweredAfterASecond(created, final);
+    await assertFinalCallbacks(orderId, created, 'declined', 'declined_by_payer');
+    assert.equal(await merchantBalance(), before);
+    assert.equal(await transactionsOf(created), 0);
   });
 
-  test('254708000004 has no money: declined with insufficient_funds', async () => {
-    const { final, orderId } = await payAndWait('254708000004', 'declined');
+  test('254708000004 has no money: declined with insufficient_funds after about a second, no money moves', async () => {
+    const before = await merchantBalance();
+    const { created, final, orderId } = await payAndWait('254708000004', 'declined');
     assert.equal(final.reason, 'insufficient_funds');
-    const [callback] = await callbacksFor(orderId, 1);
-    assert.equal(JSON.parse(callback?.body ?? '{}').payment.status, 'declined');
+    assertAnsweredAfterASecond(created, final);
+    await assertFinalCallbacks(orderId, created, 'declined', 'insufficient_funds');
+    assert.equal(await merchantBalance(), before);
+    assert.equal(await transactionsOf(created), 0);
   });
 
   test('254708000004 takes no deposits (409 test_payer_without_money) and its balance stays 0', async () => {
@@ -117,13 +157,15 @@ describe('staging test payers, end to end', () => {
     const { created, final, orderId } = await payAndWait('254708000003', 'expired');
     assert.equal(created.status, 'pending');
     assert.ok(Date.parse(final.updatedAt) >= Date.parse(created.expiresAt));
-    const [callback] = await callbacksFor(orderId, 1);
-    assert.equal(JSON.parse(callback?.body ?? '{}').payment.status, 'expired');
+    await assertFinalCallbacks(orderId, created, 'expired');
+    assert.equal(await transactionsOf(created), 0);
   });
 
-  test('an unregistered number gets no_user, then expires', async () => {
-    const { created } = await payAndWait('254799123456', 'expired');
+  test('an unregistered number gets no_user, then expires, with its callback', async () => {
+    const { created, final, orderId } = await payAndWait('254799123456', 'expired');
     assert.equal(created.status, 'no_user');
+    assert.ok(Date.parse(final.updatedAt) >= Date.parse(created.expiresAt));
+    await assertFinalCallbacks(orderId, created, 'expired');
   });
 
   test('the ledger balances after all of it', async () => {

@@ -3,6 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { LipaClient, type Payment, type PaymentRequest } from '../src/client/index.js';
 import { accountId, balanceOf, checkLedger } from '../src/ledger/ledger.js';
 import { expireDuePayments } from '../src/payments/expire.js';
+import { assertError } from './helpers/assertions.js';
 import {
   admin,
   call,
@@ -191,10 +192,8 @@ describe('wallet: reading the wallet and its payments', () => {
       ['POST', `/api/v1/wallet/payments/${payment.paymentIdentifier}/decline`, undefined],
     ];
     for (const [method, path, body] of endpoints) {
-      const asMerchant = await call(lipa.url, method, path, { token: s.merchant.token, body });
-      assert.equal(asMerchant.status, 403, `${method} ${path} with a merchant token: ${asMerchant.text}`);
-      const anonymous = await call(lipa.url, method, path, { body });
-      assert.equal(anonymous.status, 401, `${method} ${path} without a token: ${anonymous.text}`);
+      assertError(await call(lipa.url, method, path, { token: s.merchant.token, body }), 403, 'forbidden');
+      assertError(await call(lipa.url, method, path, { body }), 401, 'unauthorized');
     }
     assert.equal((await statusOf(s, payment.paymentIdentifier)).status, 'pending', 'nothing happened to the payment');
   });
@@ -546,6 +545,7 @@ describe('wallet: accept racing expiry (PAYMENT_TTL_SECONDS=1)', () => {
     for (let i = 0; i < 8; i++) payments.push(await pay(s, receiver, payer.phone, 10));
 
     const sweeps: Promise<number>[] = [];
+    const answeredAt = new Map<Reply, number>();
     const answers = await Promise.all(
       payments.map(async (payment, i) => {
         // Each payment gets its burst at a different offset around its expiry time.
@@ -554,7 +554,10 @@ describe('wallet: accept racing expiry (PAYMENT_TTL_SECONDS=1)', () => {
           Array.from({ length: 5 }, async (_, k) => {
             await sleep(k * 15);
             if (k === 2) sweeps.push(expireDuePayments(lipa.ctx));
-            return accept(lipa, token, payment.paymentIdentifier, payer.pin);
+            const reply = await accept(lipa, token, payment.paymentIdentifier, payer.pin);
+            // The service and the test share a clock: an answer received by then was decided by then.
+            answeredAt.set(reply, Date.now());
+            return reply;
           }),
         );
       }),
@@ -578,6 +581,11 @@ describe('wallet: accept racing expiry (PAYMENT_TTL_SECONDS=1)', () => {
       } else {
         assert.equal(ok.length, 0, `payment ${i} expired but an accept was told ${JSON.stringify(ok[0]?.body)}`);
         assert.equal(transactions, 0, `payment ${i}: expired, yet money moved`);
+        // An accept that came in time wins: one refused before the expiry would be a payer turned away.
+        for (const reply of replies) {
+          const early = Date.parse(final.expiresAt) - (answeredAt.get(reply) ?? 0);
+          assert.ok(early <= 0, `payment ${i}: an accept was refused ${early} ms before its expiry: ${reply.text}`);
+        }
       }
       const events = await eventsFor(lipa, payment.paymentIdentifier);
       assert.equal(events.length, 1, `payment ${i}: exactly one event`);
