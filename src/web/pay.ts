@@ -76,8 +76,9 @@ export const STATUS_LABELS: Record<PaymentStatus, string> = {
 
 /**
  * Where the browser goes once the payment is paid: the merchant's successRedirectUrl with
- * paymentIdentifier and orderId added to its query string (existing parameters kept, values
- * encoded). Only http(s) URLs, and only once paid.
+ * paymentIdentifier and orderId added to its query string. The merchant's own parameters are
+ * kept byte for byte (they may be signed), but for any of those two names, which ours
+ * replace; the fragment stays last. Only http(s) URLs, and only once paid.
  */
 export function successRedirect(p: Pick<PaymentTable, 'id' | 'order_id' | 'success_redirect_url'>, status: PaymentStatus): string | null {
   if (status !== 'paid' || !p.success_redirect_url) return null;
@@ -88,9 +89,25 @@ export function successRedirect(p: Pick<PaymentTable, 'id' | 'order_id' | 'succe
     return null;
   }
   if (url.protocol !== 'https:' && url.protocol !== 'http:') return null;
-  url.searchParams.set('paymentIdentifier', p.id);
-  url.searchParams.set('orderId', p.order_id);
+  const ours = { paymentIdentifier: p.id, orderId: p.order_id };
+  const kept = url.search
+    .slice(1)
+    .split('&')
+    .filter((pair) => pair !== '' && !Object.hasOwn(ours, parameterName(pair)));
+  const added = Object.entries(ours).map(([name, value]) => `${name}=${encodeURIComponent(value)}`);
+  // The setter leaves what is already encoded as it is.
+  url.search = `?${[...kept, ...added].join('&')}`;
   return url.toString();
+}
+
+/** A query parameter's name as a form decoder reads it (+ is a space); the raw text if it is not valid percent-encoding. */
+function parameterName(pair: string): string {
+  const raw = pair.split('=', 1)[0] ?? '';
+  try {
+    return decodeURIComponent(raw.replaceAll('+', ' '));
+  } catch {
+    return raw;
+  }
 }
 
 function paymentPage(ctx: AppContext, p: PagePayment): string {
