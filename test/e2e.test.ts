@@ -305,7 +305,11 @@ describe('pages end to end in Chromium', () => {
   });
 
   test('dashboard: the merchant creates a POS and a key, sees the payment and its callbacks, and redelivers', async () => {
-    dashboardMerchant = await createMerchant(lipa, { name: 'Soko Safi' });
+    // A long name and address, as real ones are: the bar must wrap them on a phone.
+    dashboardMerchant = await createMerchant(lipa, {
+      name: 'Soko Safi Fresh Produce and Grocery Supplies Limited',
+      login: `procurement.department.${unique('')}@soko-safi-fresh-produce.example`,
+    });
     const page = await merchantContext.newPage();
     await page.goto(`${lipa.url}/dashboard`);
     await signIn(page, dashboardMerchant.login, dashboardMerchant.password);
