@@ -83,8 +83,8 @@ describe('merchant keys (CONTRACT §4)', () => {
     for (const family of [SIGNING, MESSAGING]) {
       const before = (await list(family, alice.token)).body.length;
       for (const [name, message] of [
-        [42, 'must be string'],
-        ['', 'must NOT have fewer than 1 characters'],
+        [42, 'must be a string'],
+        ['', 'must not be empty'],
       ] as const) {
         const reply = await call(lipa.url, 'POST', family.path, { token: alice.token, body: { name } });
         assertError(reply, 422, 'validation_failed', 'name');

@@ -62,23 +62,26 @@ describe('operator API (CONTRACT §2)', () => {
 
   test('a bad email, a short password or a missing name answers 422 naming the field', async () => {
     const good = () => ({ login: `${unique('v')}@duka.example`, password: 'long enough', name: 'Valid' });
-    const cases: Array<[string, Record<string, unknown>]> = [
+    // The message says in words what the field must be (no JSON-schema jargon).
+    const cases: Array<[string, Record<string, unknown>, string?]> = [
       ['login', { login: 'not-an-email' }],
       ['login', { login: 'two@@duka.example' }],
-      ['login', { login: 42 }],
-      ['password', { password: '1234567' }],
-      ['password', { password: 12345678 }],
-      ['name', { name: undefined }],
-      ['name', { name: '' }],
-      ['name', { name: '   ' }],
+      ['login', { login: 42 }, 'login must be a string'],
+      ['password', { password: '1234567' }, 'password must be at least 8 characters long'],
+      ['password', { password: 12345678 }, 'password must be a string'],
+      ['name', { name: undefined }, 'name is required'],
+      ['name', { name: '' }, 'name must not be empty'],
+      ['name', { name: '   ' }, 'name must not be blank'],
+      ['name', { name: 'x'.repeat(201) }, 'name must be at most 200 characters long'],
       ['name', { name: 'Duka\nLtd' }],
       ['login', { login: undefined }],
       ['password', { password: undefined }],
     ];
-    for (const [field, override] of cases) {
+    for (const [field, override, says] of cases) {
       const body = { ...good(), ...override };
       const reply = await newMerchant(lipa, body);
       assertError(reply, 422, 'validation_failed', field);
+      if (says) assert.equal(reply.body.error.message, says);
       if (typeof body.login === 'string') {
         const stored = await lipa.ctx.store.db.selectFrom('merchants').select('id').where('login', '=', body.login.toLowerCase()).execute();
         assert.deepEqual(stored, [], `nothing created for ${JSON.stringify(override)}`);

@@ -12,7 +12,8 @@ import { clearLoginFailures, countLoginAttempt, forgiveLoginAttempt } from './th
 /** An OTP dies after this many wrong tries (CONTRACT §3). */
 export const MAX_OTP_ATTEMPTS = 5;
 
-const invalidOtp = () => new AppError('invalid_otp', 'The code is wrong, used or expired: check it and try again, or log in again for a new one.');
+const invalidOtp = () =>
+  new AppError('invalid_otp', 'The code is wrong, used or expired: check it and try again, or log in again for a new one.');
 
 /**
  * Endpoint 2: exchanges a live OTP for a bearer token. In staging the fixed test OTP is

@@ -130,16 +130,61 @@ const FORMAT_SAYS: Record<string, string> = {
 /** "must be one of: pending, paid, declined" */
 const oneOf = (values: readonly unknown[]): string => `must be one of: ${values.map((v) => String(v)).join(', ')}`;
 
-/** A validation failure in words: a choice's values, a pattern's own sentence (patternString), a format's, or ajv's. */
+/** What a JSON type is called in a sentence: "must be a whole number". */
+const TYPE_SAYS: Record<string, string> = {
+  string: 'a string',
+  number: 'a number',
+  integer: 'a whole number',
+  boolean: 'true or false',
+  object: 'an object',
+  array: 'an array',
+  null: 'null',
+};
+
+/** ajv's limit keywords in words ("must NOT have fewer than 8 characters" → "must be at least 8 characters long"). */
+function limitSays(keyword: string, limit: number): string | undefined {
+  switch (keyword) {
+    case 'minLength':
+      return limit === 1 ? 'must not be empty' : `must be at least ${limit} characters long`;
+    case 'maxLength':
+      return `must be at most ${limit} characters long`;
+    case 'minimum':
+      return `must be at least ${limit}`;
+    case 'maximum':
+      return `must be at most ${limit}`;
+    case 'exclusiveMinimum':
+      return `must be more than ${limit}`;
+    case 'exclusiveMaximum':
+      return `must be less than ${limit}`;
+    case 'minItems':
+      return `must have at least ${limit} item${limit === 1 ? '' : 's'}`;
+    case 'maxItems':
+      return `must have at most ${limit} item${limit === 1 ? '' : 's'}`;
+    default:
+      return undefined;
+  }
+}
+
+/** A validation failure in words: a choice's values, a pattern's own sentence (patternString), a format's, a limit's, a type's, or ajv's. */
 function plainMessage(v: { keyword: string; params: unknown; message?: string }): string {
-  const params = v.params as { pattern?: string; format?: string; allowedValues?: unknown[] } | undefined;
+  const params = v.params as
+    | { pattern?: string; format?: string; allowedValues?: unknown[]; limit?: unknown; comparison?: unknown; type?: unknown }
+    | undefined;
   if (v.keyword === 'enum' && params?.allowedValues) return oneOf(params.allowedValues);
   const said =
     v.keyword === 'pattern' && params?.pattern !== undefined
       ? whatPatternSays(params.pattern)
       : v.keyword === 'format' && params?.format !== undefined
         ? FORMAT_SAYS[params.format]
-        : undefined;
+        : typeof params?.limit === 'number'
+          ? limitSays(v.keyword, params.limit)
+          : v.keyword === 'type' && typeof params?.type === 'string'
+            ? params.type
+                .split(',')
+                .map((type) => TYPE_SAYS[type] ?? type)
+                .join(' or ')
+            : undefined;
+  if (said !== undefined && v.keyword === 'type') return `must be ${said}`;
   return said ?? v.message ?? 'is invalid';
 }
 
