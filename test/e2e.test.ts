@@ -404,7 +404,7 @@ describe('pages end to end in Chromium', () => {
     const detailsButton = page.getByRole('button', { name: `Details of order ${payment.orderId}` });
     await detailsButton.waitFor();
     const row = page.locator('tr', { has: detailsButton });
-    assert.equal(await row.locator('[data-label="Status"]').textContent(), 'paid');
+    assert.equal(await row.locator('[data-label="Status"]').textContent(), 'Paid', 'in words, as on the payment page');
     assert.equal(await row.locator('[data-label="Amount"]').textContent(), money(250));
     assert.equal(await row.locator('[data-label="Terminal"]').textContent(), terminalId);
     await capture(page, 'dashboard-payments');
@@ -550,7 +550,7 @@ describe('pages end to end in Chromium', () => {
       await page.locator('#otp').fill(first);
       await page.getByRole('button', { name: 'Sign in', exact: true }).click();
       await until('the refusal', async () =>
-        ((await page.locator('#login-form [role=status]').textContent()) ?? '').includes('wrong or has expired'),
+        ((await page.locator('#login-form [role=status]').textContent()) ?? '').includes('The code is wrong, used or expired'),
       );
 
       await page.getByRole('button', { name: 'Start again' }).click();

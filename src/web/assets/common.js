@@ -83,8 +83,28 @@ export function money(amount, currency = 'KES') {
   return `${currency} ${Number(amount).toLocaleString('en-KE', { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
 }
 
-export function statusBadge(status) {
-  return el('span', { class: `status status-${status}`, text: status });
+/** A payment's status in words, as the payer and the merchant read it (the API's codes are for code). */
+export const PAYMENT_STATUS = {
+  pending: 'Waiting for approval',
+  no_user: 'No wallet yet',
+  paid: 'Paid',
+  declined: 'Declined',
+  expired: 'Expired',
+};
+
+/** Why a payment was declined, in words. */
+export const DECLINE_REASON = {
+  declined_by_payer: 'declined by the payer',
+  insufficient_funds: 'not enough money in the wallet',
+};
+
+/**
+ * A status as a badge: in the words of `labels` (PAYMENT_STATUS for payments), else the code
+ * with a capital (a callback's "Delivered", a message's "Queued"); its class keeps the code.
+ */
+export function statusBadge(status, labels = {}) {
+  const text = labels[status] ?? `${status.charAt(0).toUpperCase()}${status.slice(1).replaceAll('_', ' ')}`;
+  return el('span', { class: `status status-${status}`, text });
 }
 
 export const session = {

@@ -5,12 +5,14 @@
 import {
   $,
   api,
+  DECLINE_REASON,
   el,
   endSession,
   errorText,
   field,
   loginFlow,
   money,
+  PAYMENT_STATUS,
   problem,
   session,
   show,
@@ -372,7 +374,7 @@ async function paymentsView(panel) {
     'select',
     { id: 'filter-status', name: 'status' },
     el('option', { value: '', text: 'Any status' }),
-    STATUSES.map((s) => el('option', { value: s, text: s })),
+    STATUSES.map((s) => el('option', { value: s, text: PAYMENT_STATUS[s] })),
   );
   const orderInput = el('input', { id: 'filter-order', name: 'orderId', type: 'search', maxlength: '128' });
   const listStatus = statusLine();
@@ -424,7 +426,7 @@ async function paymentsView(panel) {
           },
           { title: 'Terminal', cell: (p) => p.terminalId },
           { title: 'Amount', cell: (p) => money(p.amount, p.currency) },
-          { title: 'Status', cell: (p) => statusBadge(p.status) },
+          { title: 'Status', cell: (p) => statusBadge(p.status, PAYMENT_STATUS) },
         ],
       }),
     );
@@ -468,7 +470,7 @@ async function paymentsView(panel) {
 function paymentFields(p) {
   const rows = [
     ['Payment ID', p.paymentIdentifier],
-    ['Status', el('span', {}, statusBadge(p.status), p.reason ? ` ${p.reason}` : '')],
+    ['Status', el('span', {}, statusBadge(p.status, PAYMENT_STATUS), p.reason ? `: ${DECLINE_REASON[p.reason] ?? p.reason}` : '')],
     ['Amount', money(p.amount, p.currency)],
     ['Order ID', p.orderId],
     ['Terminal', p.terminalId],
@@ -506,7 +508,7 @@ async function loadCallbacks(payment, container, after = null) {
           {},
           el('strong', { text: event.eventId }),
           ` · ${event.eventType} · ${when(event.occurredAt)} · status `,
-          statusBadge(event.body?.payment?.status ?? '?'),
+          statusBadge(event.body?.payment?.status ?? '?', PAYMENT_STATUS),
         ),
         ...event.deliveries.map((d) =>
           el(

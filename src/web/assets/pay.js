@@ -1,15 +1,8 @@
 // The hosted payment page (/pay/{paymentIdentifier}): the server renders the payment; this
 // script keeps its status live by polling /pay/{id}/status once a second, and sends the
 // browser to the merchant's success page once the payment is paid. Text only via textContent.
-import { api } from './common.js';
+import { api, PAYMENT_STATUS as LABELS } from './common.js';
 
-const LABELS = {
-  pending: 'Waiting for approval',
-  no_user: 'No wallet yet',
-  paid: 'Paid',
-  declined: 'Declined',
-  expired: 'Expired',
-};
 const FINAL = new Set(['paid', 'declined', 'expired']);
 const POLL_MS = 1000;
 

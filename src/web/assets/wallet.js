@@ -3,7 +3,7 @@
 // header, so there is no cookie for a cross-site request to ride on), and drives the wallet
 // API: balance, pending requests (refreshed every 2 s), approve with PIN, decline, history.
 // Every string from the API reaches the page through textContent (el's `text` and children).
-import { $, api, el, endSession, errorText, loginFlow, money, session, show, statusBadge } from './common.js';
+import { $, api, el, endSession, errorText, loginFlow, money, PAYMENT_STATUS, session, show, statusBadge } from './common.js';
 
 const TOKEN_KEY = 'lipa.wallet.token';
 const REFRESH_MS = 2000;
@@ -302,7 +302,7 @@ function renderHistory(list) {
         el(
           'span',
           {},
-          statusBadge(p.status),
+          statusBadge(p.status, PAYMENT_STATUS),
           p.reason ? [el('br'), el('span', { class: 'muted', text: REASONS[p.reason] ?? p.reason })] : null,
         ),
       ),
