@@ -331,6 +331,14 @@ describe('pages end to end in Chromium', () => {
     await page.getByText('Result URL must be an absolute http(s) URL').waitFor();
     assert.equal(await page.locator('#resultUrl').getAttribute('aria-invalid'), 'true');
     assert.equal(await page.locator('#resultUrl:focus').count(), 1, 'the focus is on the field');
+    // A value the browser itself refuses: no request, and the old answer's message goes.
+    await page.locator('#terminalId').fill('bad id');
+    await page.getByRole('button', { name: 'Create point of sale' }).click();
+    await until(
+      'the stale message cleared',
+      async () => (await page.getByText('Result URL must be an absolute http(s) URL').count()) === 0,
+    );
+    await page.locator('#terminalId').fill(terminalId);
     await page.locator('#resultUrl').fill(`${receiver.url}/dash-result`);
     await page.getByRole('button', { name: 'Create point of sale' }).click();
     await page.getByText(`Point of sale ${terminalId} created.`).waitFor();

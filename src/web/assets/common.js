@@ -329,6 +329,16 @@ export function problem(reply, form) {
 /** A polite live region for the outcome of a form. */
 export const statusLine = () => el('p', { role: 'status', 'aria-live': 'polite' });
 
+// When the browser's own check stops a submit (its bubble says why), a message left by the
+// last answer would describe another problem: it goes.
+document.addEventListener(
+  'invalid',
+  (event) => {
+    for (const line of event.target?.form?.querySelectorAll('p[role=status], p[role=alert]') ?? []) show(line, '', '');
+  },
+  true,
+);
+
 /** A labelled input with an optional hint. */
 export const field = (id, label, input, hint) => [
   el('label', { for: id, text: label }),
