@@ -88,10 +88,11 @@ export function loadConfig(env: Env = process.env): Config {
 
   return {
     env: lipaEnv,
-    host: env.HOST ?? '127.0.0.1',
+    // Empty is unset, as for every setting (an empty HOST would listen on every interface).
+    host: env.HOST || '127.0.0.1',
     port: mainPort,
     mockPort,
-    databaseUrl: databaseUrl(env.DATABASE_URL ?? 'file:./data/lipa.sqlite'),
+    databaseUrl: databaseUrl(env.DATABASE_URL || 'file:./data/lipa.sqlite'),
     databasePoolSize: int(env, 'DATABASE_POOL_SIZE', 20, 1),
     adminToken,
     adminTokenGenerated: !env.ADMIN_TOKEN,

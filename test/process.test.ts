@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import pg from 'pg';
+import { loadConfig } from '../src/config.js';
 import { openDatabase } from '../src/db/database.js';
 import { migrations } from '../src/db/migrations/index.js';
 import { ADMIN_TOKEN, freshDatabase, TEST_DATABASE, type TestDatabase } from './helpers/harness.js';
@@ -130,6 +131,13 @@ describe('the service process', () => {
     });
     assert.equal(result.status, 1);
     assert.match(result.stderr, /STAGING_OTP/);
+  });
+
+  test('an empty setting is as if unset: HOST= listens on 127.0.0.1 only, DATABASE_URL= is the default file', () => {
+    const empty = loadConfig({ HOST: '', DATABASE_URL: '', PORT: '', LIPA_ENV: '', ADMIN_TOKEN: '' });
+    const unset = loadConfig({});
+    assert.equal(empty.host, '127.0.0.1');
+    assert.deepEqual([empty.host, empty.databaseUrl, empty.port, empty.env], [unset.host, unset.databaseUrl, unset.port, unset.env]);
   });
 
   test('a malformed setting is named', () => {
