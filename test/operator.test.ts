@@ -521,7 +521,7 @@ describe('operator CLI', () => {
   });
 
   test('an unknown option or an amount that is not a decimal number is one line and exit 1', async () => {
-    await assert.rejects(cli(['categories', '--bogus', 'x']), refused(/Unknown option '--bogus'/));
+    await assert.rejects(cli(['categories', '--bogus', 'x']), refused(/^lipa: Unknown option '--bogus' \(see --help\)$/m));
     const payer = { phone: uniquePhone(), name: 'CLI payer', pin: '2468' };
     await cli(['payer', 'create', '--phone', payer.phone, '--name', payer.name, '--pin', payer.pin]);
     await assert.rejects(
@@ -535,6 +535,34 @@ describe('operator CLI', () => {
     );
     const { stdout } = await cli(['payer', 'deposit', '--phone', payer.phone, '--amount', '16.25']);
     assert.deepEqual(JSON.parse(stdout), { phone: payer.phone, balance: 16.25 });
+  });
+
+  test('--password - and --pin - read the secret from standard input, off the command line', async () => {
+    const email = `${unique('cli')}@duka.example`;
+    const created = run(
+      process.execPath,
+      ['--import', 'tsx', 'src/cli/main.ts', 'merchant', 'create', '--login', email, '--password', '-', '--name', 'Stdin Duka'],
+      {
+        cwd: ROOT,
+        env: { ...process.env, DATABASE_URL: lipa.databaseUrl, LIPA_ENV: 'staging' },
+        timeout: 30_000,
+      },
+    );
+    created.child.stdin?.end('a secret with spaces\nnot this line\n');
+    assert.equal(JSON.parse((await created).stdout).login, email);
+    assert.equal(typeof (await login(lipa, email, 'a secret with spaces')), 'string', 'the first line is the password');
+  });
+
+  test('merchant list, payer list and outbox print what the operator API answers', async () => {
+    for (const [args, path] of [
+      [['merchant', 'list', '--limit', '5'], '/api/v1/admin/merchants?limit=5'],
+      [['payer', 'list'], '/api/v1/admin/payers'],
+      [['outbox', '--limit', '3'], '/api/v1/admin/outbox?limit=3'],
+    ] as const) {
+      const { stdout } = await cli([...args]);
+      assert.deepEqual(JSON.parse(stdout), (await admin(lipa, 'GET', path)).body, args.join(' '));
+    }
+    await assert.rejects(cli(['merchant', 'list', '--limit', '0']), refused(/limit must be between 1 and 200/));
   });
 
   test('categories prints what GET /api/v1/categories answers', async () => {

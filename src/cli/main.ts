@@ -11,9 +11,15 @@ const HELP = `Usage: npm run lipa -- <command> [options]
 Commands:
   migrate                                             apply database migrations
   merchant create --login EMAIL --password PW --name NAME
+  merchant list [--limit N]                           newest first
   payer create --phone DIGITS --name NAME --pin PIN [--balance AMOUNT]
+  payer list [--limit N]                              newest first, with balances
   payer deposit --phone DIGITS --amount AMOUNT
+  outbox [--limit N]                                  messages sent, newest first
   categories                                          list merchant categories
+
+--password - and --pin - read the secret from the first line of standard input, so that it
+is not in the command line, which other users of the machine may read (ps, /proc).
 
 Uses DATABASE_URL (default file:./data/lipa.sqlite) and the other settings of the service.
 Prints JSON results; exits 1 with a message on error.`;
@@ -27,7 +33,18 @@ const OPTIONS = {
   pin: { type: 'string' },
   balance: { type: 'string' },
   amount: { type: 'string' },
+  limit: { type: 'string' },
 } as const;
+
+/** The first line of standard input (a secret given as "-"). */
+async function firstLineOfStdin(): Promise<string> {
+  let text = '';
+  for await (const chunk of process.stdin) {
+    text += String(chunk);
+    if (text.includes('\n')) break;
+  }
+  return text.split(/\r?\n/, 1)[0] ?? '';
+}
 
 /** A number given on the command line, kept as its digits. */
 class RawNumber {
@@ -53,7 +70,12 @@ async function run(argv: string[]): Promise<unknown> {
   try {
     parsed = parseArgs({ args: argv, allowPositionals: true, options: OPTIONS });
   } catch (error) {
-    throw new UsageError(`${(error as Error).message.replace(/\s*\n\s*/g, ' ')} (see --help)`);
+    // Node's first sentence ("Unknown option '--bogus'"); its advice about "--" is not this CLI's.
+    const said = (error as Error).message
+      .split(/\.\s/, 1)[0]
+      ?.replace(/\s*\n\s*/g, ' ')
+      .replace(/\.$/, '');
+    throw new UsageError(`${said} (see --help)`);
   }
   const { positionals, values } = parsed;
   const command = positionals.join(' ');
@@ -64,6 +86,16 @@ async function run(argv: string[]): Promise<unknown> {
     if (typeof value !== 'string' || value === '') throw new UsageError(`--${name} is required`);
     return value;
   };
+  /** A secret: as given, or "-" for the first line of standard input. */
+  const secret = async (name: 'password' | 'pin'): Promise<string> => {
+    const value = text(name);
+    if (value !== '-') return value;
+    const line = await firstLineOfStdin();
+    if (line === '') throw new UsageError(`--${name} - read nothing from standard input`);
+    return line;
+  };
+  /** `?limit=N` when --limit is given (the API checks N). */
+  const limit = (): string => (values.limit === undefined ? '' : `?limit=${encodeURIComponent(values.limit)}`);
   /**
    * A decimal number as written (not 0x10, 1e3 or Infinity), passed on as those very digits
    * in the JSON text, so that the API checks it as typed (too many digits are refused there).
@@ -83,8 +115,17 @@ async function run(argv: string[]): Promise<unknown> {
       request = {
         method: 'POST',
         url: '/api/v1/admin/merchants',
-        body: { login: text('login'), password: text('password'), name: text('name') },
+        body: { login: text('login'), password: await secret('password'), name: text('name') },
       };
+      break;
+    case 'merchant list':
+      request = { method: 'GET', url: `/api/v1/admin/merchants${limit()}` };
+      break;
+    case 'payer list':
+      request = { method: 'GET', url: `/api/v1/admin/payers${limit()}` };
+      break;
+    case 'outbox':
+      request = { method: 'GET', url: `/api/v1/admin/outbox${limit()}` };
       break;
     case 'payer create':
       request = {
@@ -93,7 +134,7 @@ async function run(argv: string[]): Promise<unknown> {
         body: {
           phone: text('phone'),
           name: text('name'),
-          pin: text('pin'),
+          pin: await secret('pin'),
           ...(values.balance === undefined ? {} : { balance: decimal('balance') }),
         },
       };
