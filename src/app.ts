@@ -12,6 +12,7 @@ import type { App } from './http/types.js';
 import { registerKeyRoutes } from './keys/routes.js';
 import { registerMerchantMessageRoutes } from './messaging/merchant-routes.js';
 import { messagingKeyOf, registerMessagingRoutes } from './messaging/routes.js';
+import { countRequests } from './ops/metrics.js';
 import { registerOpsRoutes } from './ops/routes.js';
 import { registerMerchantPaymentRoutes } from './payments/merchant-routes.js';
 import { registerPaymentRoutes } from './payments/routes.js';
@@ -119,6 +120,7 @@ export async function buildApp(ctx: AppContext): Promise<App> {
 /** The mock environment listener (CONTRACT §3): endpoints 1 and 2 for payers, nothing else. */
 export async function buildMockApp(ctx: AppContext): Promise<App> {
   const app = createServer(ctx.log, { trustProxy: ctx.config.trustProxy });
+  countRequests(app, ctx, 'mock');
   registerAuthRoutes(app, ctx, 'mock');
   return app;
 }

@@ -438,12 +438,19 @@ describe('authentication comes before the body', () => {
 
   test('GET /metrics speaks the Prometheus text format', async () => {
     await call(lipa.url, 'GET', '/health');
+    // The mock environment's listener (for load tests of the login path) counts too.
+    const mocked = await call(lipa.mockUrl, 'POST', '/api/v1/authorization/confirm', { body: {} });
+    assert.equal(mocked.status, 422, mocked.text);
     const reply = await fetch(`${lipa.url}/metrics`);
     assert.equal(reply.status, 200);
     assert.match(reply.headers.get('content-type') ?? '', /^text\/plain/);
     const text = await reply.text();
     assert.match(text, /# TYPE lipa_http_requests_total counter/);
-    assert.match(text, /lipa_http_requests_total\{method="GET",route="\/health",status="200"\} [1-9]/);
+    assert.match(text, /lipa_http_requests_total\{method="GET",route="\/health",status="200",listener="main"\} [1-9]/);
+    assert.match(
+      text,
+      /lipa_http_requests_total\{method="POST",route="\/api\/v1\/authorization\/confirm",status="422",listener="mock"\} [1-9]/,
+    );
     assert.match(text, /process_resident_memory_bytes [0-9]+/);
   });
 });

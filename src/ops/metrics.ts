@@ -14,21 +14,32 @@ interface Series {
 
 const label = (value: string) => value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
 
-/**
- * GET /metrics in the Prometheus text format: requests and their durations per route
- * pattern (never per raw URL, so ids do not explode the series), payments and messages by
- * status, callback deliveries pending, and process memory.
- */
-export function registerMetrics(app: App, ctx: AppContext): void {
-  const series = new Map<string, Series>();
+/** Each service's request series, shared by its listeners (the main one and the mock environment's). */
+const seriesOf = new WeakMap<AppContext, Map<string, Series>>();
 
+function requestSeries(ctx: AppContext): Map<string, Series> {
+  let series = seriesOf.get(ctx);
+  if (!series) {
+    series = new Map();
+    seriesOf.set(ctx, series);
+  }
+  return series;
+}
+
+/**
+ * Counts every request of `app` and its duration per route pattern (never per raw URL, so
+ * ids do not explode the series), labelled with the listener: the mock environment's
+ * listener, made for load tests of the login path, shows in the main listener's /metrics.
+ */
+export function countRequests(app: App, ctx: AppContext, listener: 'main' | 'mock'): void {
+  const series = requestSeries(ctx);
   // Runs for every request: a callback hook (no promise), labels escaped once per series.
   app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url ?? 'unmatched';
-    const key = `${request.method} ${reply.statusCode} ${route}`;
+    const key = `${listener} ${request.method} ${reply.statusCode} ${route}`;
     let s = series.get(key);
     if (!s) {
-      const labels = `method="${label(request.method)}",route="${label(route)}",status="${reply.statusCode}"`;
+      const labels = `method="${label(request.method)}",route="${label(route)}",status="${reply.statusCode}",listener="${listener}"`;
       s = { labels, count: 0, sum: 0, buckets: BUCKETS.map(() => 0) };
       series.set(key, s);
     }
@@ -38,6 +49,16 @@ export function registerMetrics(app: App, ctx: AppContext): void {
     for (let i = 0; i < BUCKETS.length; i++) if (seconds <= (BUCKETS[i] ?? 0)) s.buckets[i] = (s.buckets[i] ?? 0) + 1;
     done();
   });
+}
+
+/**
+ * GET /metrics in the Prometheus text format: requests and their durations per route
+ * pattern and listener, payments and messages by status, callback deliveries pending, and
+ * process memory.
+ */
+export function registerMetrics(app: App, ctx: AppContext): void {
+  const series = requestSeries(ctx);
+  countRequests(app, ctx, 'main');
 
   app.get(
     '/metrics',
@@ -56,7 +77,7 @@ export function registerMetrics(app: App, ctx: AppContext): void {
     async (_request, reply) => {
       const lines: string[] = [];
       lines.push(
-        '# HELP lipa_http_requests_total HTTP requests by method, route pattern and status.',
+        '# HELP lipa_http_requests_total HTTP requests by method, route pattern, status and listener.',
         '# TYPE lipa_http_requests_total counter',
       );
       for (const { labels, count } of series.values()) lines.push(`lipa_http_requests_total{${labels}} ${count}`);
