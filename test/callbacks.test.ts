@@ -183,6 +183,32 @@ describe('callback delivery: retries, back-off, redelivery, body and signature',
     await lipa.close();
   });
 
+  test('a 200 whose body never ends is an answer: delivered at once, not held 10 s and sent again', async () => {
+    const receiver = await startReceiver();
+    try {
+      receiver.respond = () => ({ status: 200, unfinished: true });
+      const merchant = await merchantWithPos(lipa);
+      const payment = await pay(clientFor(lipa.url, merchant), merchant, `${receiver.url}/cb`);
+      const { delivery } = await waitForDelivery(
+        lipa.url,
+        merchant.token,
+        payment.paymentIdentifier,
+        `${receiver.url}/cb`,
+        (d) => d.status !== 'pending',
+        8_000,
+      );
+      assert.equal(delivery.status, 'delivered');
+      assert.deepEqual(
+        delivery.history.map((a) => [a.statusCode, a.error]),
+        [[200, null]],
+      );
+      assert.ok((delivery.history[0]?.durationMs ?? 10_000) < 5_000, `durationMs ${delivery.history[0]?.durationMs}`);
+      assert.equal(onPath(receiver, '/cb').length, 1);
+    } finally {
+      await receiver.close();
+    }
+  });
+
   test('500, 500, then 200: three attempts for that URL, one eventId, delivered, back-off between them', async () => {
     const receiver = await startReceiver();
     try {

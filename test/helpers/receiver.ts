@@ -19,8 +19,12 @@ export interface Received {
 export interface Receiver {
   url: string;
   received: Received[];
-  /** The status to answer with; null holds the request open, unanswered (a receiver that hangs). */
-  respond: (request: Received, index: number) => number | null;
+  /**
+   * The status to answer with; null holds the request open, unanswered (a receiver that
+   * hangs); `{status, unfinished: true}` sends the status line and a first chunk of body,
+   * and never ends it.
+   */
+  respond: (request: Received, index: number) => number | null | { status: number; unfinished: true };
   /** Resolves when at least `count` requests have arrived (rejects after `timeoutMs`). */
   waitFor(count: number, timeoutMs?: number): Promise<Received[]>;
   close(): Promise<void>;
@@ -54,7 +58,8 @@ export async function startReceiver(options: { https?: boolean } = {}): Promise<
       };
       const status = receiver.respond(entry, receiver.received.length);
       receiver.received.push(entry);
-      if (status !== null) res.writeHead(status, { 'content-type': 'text/plain' }).end('ok');
+      if (typeof status === 'number') res.writeHead(status, { 'content-type': 'text/plain' }).end('ok');
+      else if (status !== null) res.writeHead(status.status, { 'content-type': 'text/plain' }).write('partial');
     });
   };
   const server = options.https ? createHttpsServer(selfSignedCertificate(), handler) : createHttpServer(handler);
