@@ -315,6 +315,11 @@ describe('pages end to end in Chromium', () => {
     await signIn(page, dashboardMerchant.login, dashboardMerchant.password);
     await page.getByRole('tab', { name: 'Points of sale' }).waitFor();
     await until('the signed-in bar', async () => ((await page.locator('#app .bar').textContent()) ?? '').includes(dashboardMerchant.login));
+    assert.equal(
+      await page.evaluate<string>('document.activeElement.textContent'),
+      'Merchant dashboard',
+      'the focus moved to the page opened',
+    );
 
     // A point of sale through the form; its resultUrl is the receiver.
     const terminalId = unique('T-e2e-');

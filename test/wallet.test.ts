@@ -417,6 +417,13 @@ describe('wallet: PIN', () => {
       const reply = await accept(lipa, token, payment.paymentIdentifier, `000${i}`);
       assert.equal(reply.status, 403, reply.text);
       assert.equal(reply.body.error.code, 'invalid_pin', `wrong PIN #${i}`);
+      // Each says how many tries are left before the lock; the 5th that the lock fell.
+      assert.equal(
+        reply.body.error.message,
+        i < 5
+          ? `Wrong PIN; ${5 - i} more wrong PIN${5 - i === 1 ? '' : 's'} and approvals are locked for 15 minutes.`
+          : 'Wrong PIN; approvals are now locked for 15 minutes.',
+      );
     }
     for (const pin of ['2468', '0000']) {
       const locked = await accept(lipa, token, payment.paymentIdentifier, pin);

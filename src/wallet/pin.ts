@@ -59,7 +59,9 @@ async function checkPin(ctx: AppContext, payerId: string, pin: string): Promise<
     );
     throw new AppError('invalid_pin', 'Wrong PIN; approvals are now locked for 15 minutes.');
   }
-  throw new AppError('invalid_pin', 'Wrong PIN.');
+  const left = MAX_PIN_FAILURES - attempt.pin_failures;
+  // The payer is warned before the lock, not only once it has fallen.
+  throw new AppError('invalid_pin', `Wrong PIN; ${left} more wrong PIN${left === 1 ? '' : 's'} and approvals are locked for 15 minutes.`);
 }
 
 async function locked(ctx: AppContext, payerId: string, now: number): Promise<AppError> {

@@ -276,8 +276,11 @@ export function tabbedPage({ root, title, label, items, views, storageKey, actio
       void views[id](view);
     },
   });
-  root.replaceChildren(el('div', { class: 'bar' }, el('h1', { text: title }), actions), nav.nav, panel);
+  const heading = el('h1', { text: title, tabindex: '-1' });
+  root.replaceChildren(el('div', { class: 'bar' }, heading, actions), nav.nav, panel);
   nav.select(session.get(storageKey) ?? items[0].id);
+  // Signed in: the focus moves from the sign-in form that is gone to the page it opened.
+  heading.focus();
 }
 
 export function table({ caption, columns, rows, empty = 'Nothing yet.' }) {

@@ -244,7 +244,9 @@ function requestCard(payment) {
     } else if (reply.status === 409) {
       finish(`The request from ${payment.merchantName} can no longer be answered: it was already answered or has expired.`, 'error');
     } else if (reply.status === 403 && reply.body?.error?.code === 'invalid_pin') {
-      show(message, 'Wrong PIN. The payment is still waiting for you; try again.');
+      // The API's words say how many tries are left, or that approvals are now locked.
+      const said = reply.body.error.message;
+      show(message, said.includes('now locked') ? said : `${said} The payment is still waiting for you.`);
       pin.focus();
     } else {
       show(message, reply.status === 0 ? 'Cannot reach Lipa. Check your connection and try again.' : errorText(reply));
