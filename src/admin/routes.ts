@@ -3,6 +3,7 @@ import type { AppContext } from '../context.js';
 import { requireAdmin } from '../http/bearer.js';
 import { LimitParam, limitOf } from '../http/pagination.js';
 import { adminAuth, errors } from '../http/schemas.js';
+import { isoTime } from '../http/time.js';
 import type { App } from '../http/types.js';
 import { CURRENCY, fromMinorUnits } from '../ledger/money.js';
 import { createMerchant } from '../merchants/create-merchant.js';
@@ -21,8 +22,6 @@ import {
   PayerListed,
   PayerResponse,
 } from './schemas.js';
-
-const iso = (ms: number) => new Date(ms).toISOString();
 
 /** The operator API (CONTRACT §2), behind the ADMIN_TOKEN bearer. */
 export function registerAdminRoutes(app: App, ctx: AppContext): void {
@@ -58,7 +57,7 @@ export function registerAdminRoutes(app: App, ctx: AppContext): void {
         .orderBy('id', 'desc')
         .limit(limitOf(request.query.limit))
         .execute();
-      return rows.map((m) => ({ merchantId: m.id, login: m.login, name: m.name, createdAt: iso(m.created_at) }));
+      return rows.map((m) => ({ merchantId: m.id, login: m.login, name: m.name, createdAt: isoTime(m.created_at) }));
     },
   );
 
@@ -100,7 +99,7 @@ export function registerAdminRoutes(app: App, ctx: AppContext): void {
         name: p.name,
         balance: fromMinorUnits(Number(p.balance ?? 0)),
         currency: CURRENCY,
-        createdAt: iso(p.created_at),
+        createdAt: isoTime(p.created_at),
       }));
     },
   );
@@ -151,7 +150,7 @@ export function registerAdminRoutes(app: App, ctx: AppContext): void {
         // Staging testers read login codes here; in production no operator may read one.
         content: m.purpose === 'otp' && ctx.config.env === 'production' ? hideCodes(m.content) : m.content,
         status: m.status,
-        createdAt: new Date(m.created_at).toISOString(),
+        createdAt: isoTime(m.created_at),
       }));
     },
   );

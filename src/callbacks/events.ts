@@ -1,5 +1,6 @@
 import type { Tx } from '../db/database.js';
 import type { PaymentTable } from '../db/schema.js';
+import { isoTime } from '../http/time.js';
 import { toCallbackPayment } from '../payments/payment-view.js';
 import { randomId } from '../security/tokens.js';
 
@@ -15,7 +16,7 @@ export async function enqueueStatusEvent(tx: Tx, payment: PaymentTable, resultUr
   const payload = JSON.stringify({
     eventId,
     eventType: EVENT_TYPE,
-    occurredAt: new Date(now).toISOString(),
+    occurredAt: isoTime(now),
     payment: toCallbackPayment(payment),
   });
   await tx

@@ -3,9 +3,8 @@ import type { AppContext } from '../context.js';
 import { principalOf, requireSession } from '../http/bearer.js';
 import { AppError } from '../http/errors.js';
 import { bearerAuth, errors } from '../http/schemas.js';
+import { isoTime } from '../http/time.js';
 import type { App } from '../http/types.js';
-
-const iso = (ms: number) => new Date(ms).toISOString();
 
 const Attempt = Type.Object({
   attemptedAt: Type.String(),
@@ -101,7 +100,7 @@ export function registerCallbackRoutes(app: App, ctx: AppContext): void {
               url: row.url,
               status: row.status,
               attempts: row.attempts,
-              nextAttemptAt: row.status === 'pending' ? iso(row.next_attempt_at) : null,
+              nextAttemptAt: row.status === 'pending' ? isoTime(row.next_attempt_at) : null,
               lastError: row.last_error,
               history: [],
             },
@@ -110,7 +109,7 @@ export function registerCallbackRoutes(app: App, ctx: AppContext): void {
         }
         if (row.attempted_at !== null) {
           delivery.view.history.push({
-            attemptedAt: iso(row.attempted_at),
+            attemptedAt: isoTime(row.attempted_at),
             statusCode: row.status_code,
             error: row.error,
             durationMs: row.duration_ms ?? 0,
@@ -120,7 +119,7 @@ export function registerCallbackRoutes(app: App, ctx: AppContext): void {
       return events.map((event) => ({
         eventId: event.id,
         eventType: JSON.parse(event.payload).eventType as string,
-        occurredAt: iso(event.created_at),
+        occurredAt: isoTime(event.created_at),
         paymentIdentifier: event.payment_id,
         body: JSON.parse(event.payload) as unknown,
         // urls.callbackUrl's delivery first, then the POS resultUrl's.

@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import type { AppContext } from '../context.js';
 import { AppError } from '../http/errors.js';
+import { isoTime } from '../http/time.js';
 import { randomId, randomSecret, sha256Hex } from '../security/tokens.js';
 
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+const iso = (ms: number | null) => (ms === null ? null : isoTime(ms));
 
 /**
  * Step 0 of the merchant checklist: a signing key pair. The secret is 32 random bytes shown

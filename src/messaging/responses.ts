@@ -1,6 +1,7 @@
 import type { FastifyReply } from 'fastify';
 import { type TSchema, Type } from 'typebox';
 import type { MessageTable } from '../db/schema.js';
+import { isoTime } from '../http/time.js';
 
 /**
  * Every answer of the messaging API, in the interface's own shapes (seed, endpoints 7 and 8;
@@ -89,7 +90,7 @@ export function toStoredMessage(m: MessageTable) {
     status: m.status,
     type: m.type,
     content: m.content,
-    created_at: new Date(m.created_at).toISOString(),
+    created_at: isoTime(m.created_at),
     ...(reason === null ? {} : { error: reason }),
   };
   if (m.type === 'sms') {

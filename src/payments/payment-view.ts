@@ -1,8 +1,7 @@
 import type { AppContext } from '../context.js';
 import type { PaymentTable } from '../db/schema.js';
+import { isoTime } from '../http/time.js';
 import { fromMinorUnits } from '../ledger/money.js';
-
-const iso = (ms: number) => new Date(ms).toISOString();
 
 /** The hosted payment page of a payment (CONTRACT §10). */
 export function paymentUrl(ctx: AppContext, origin: string, id: string): string {
@@ -20,7 +19,7 @@ export function toCallbackPayment(p: PaymentTable) {
     amount: fromMinorUnits(p.amount),
     currency: p.currency,
     merchantStika: p.merchant_stika,
-    updatedAt: iso(p.updated_at),
+    updatedAt: isoTime(p.updated_at),
   };
 }
 
@@ -29,8 +28,8 @@ export function toPaymentView(ctx: AppContext, origin: string, p: PaymentTable) 
   return {
     ...toCallbackPayment(p),
     description: p.description,
-    createdAt: iso(p.created_at),
-    expiresAt: iso(p.expires_at),
+    createdAt: isoTime(p.created_at),
+    expiresAt: isoTime(p.expires_at),
     paymentUrl: paymentUrl(ctx, origin, p.id),
   };
 }

@@ -4,6 +4,7 @@ import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/database.js';
 import type { PointOfSaleTable } from '../db/schema.js';
 import { AppError, assertText, validationError } from '../http/errors.js';
+import { isoTime } from '../http/time.js';
 import type { PosBody } from './schemas.js';
 
 export function toPointOfSale(row: PointOfSaleTable) {
@@ -18,7 +19,7 @@ export function toPointOfSale(row: PointOfSaleTable) {
     resultUrl: row.result_url,
     serverUrl: row.server_url,
     trustAllCertificates: row.trust_all_certificates === 1,
-    createdAt: new Date(row.created_at).toISOString(),
+    createdAt: isoTime(row.created_at),
   };
 }
 

@@ -2,6 +2,7 @@ import { Type } from 'typebox';
 import type { AppContext } from '../context.js';
 import { principalOf, requireSession } from '../http/bearer.js';
 import { bearerAuth, errors } from '../http/schemas.js';
+import { isoTime } from '../http/time.js';
 import type { App } from '../http/types.js';
 import { accountId, balanceOf } from '../ledger/ledger.js';
 import { CURRENCY, fromMinorUnits } from '../ledger/money.js';
@@ -9,8 +10,6 @@ import { expireDuePayments } from '../payments/expire.js';
 import { assertPin } from './pin.js';
 import { AcceptBody, Answer, PaymentParams, Wallet, WalletPayment, WalletPaymentsQuery } from './schemas.js';
 import { settlePayment } from './settle.js';
-
-const iso = (ms: number) => new Date(ms).toISOString();
 
 /** The payer side (CONTRACT §6): balance, payments, approve with PIN, decline. */
 export function registerWalletRoutes(app: App, ctx: AppContext): void {
@@ -63,9 +62,9 @@ export function registerWalletRoutes(app: App, ctx: AppContext): void {
         description: p.description,
         amount: fromMinorUnits(p.amount),
         currency: p.currency,
-        createdAt: iso(p.created_at),
-        updatedAt: iso(p.updated_at),
-        expiresAt: iso(p.expires_at),
+        createdAt: isoTime(p.created_at),
+        updatedAt: isoTime(p.updated_at),
+        expiresAt: isoTime(p.expires_at),
       }));
     },
   );
