@@ -204,6 +204,10 @@ describe('callback delivery: retries, back-off, redelivery, body and signature',
       );
       assert.ok((delivery.history[0]?.durationMs ?? 10_000) < 5_000, `durationMs ${delivery.history[0]?.durationMs}`);
       assert.equal(onPath(receiver, '/cb').length, 1);
+      // Nor is the connection held for the body: it is closed about a second after the answer.
+      const [hit] = onPath(receiver, '/cb');
+      await waitFor('the connection closed', () => (hit?.closedAt !== undefined ? true : undefined), 8_000);
+      assert.ok((hit?.closedAt ?? 0) - (hit?.at ?? 0) < 5_000, `closed ${(hit?.closedAt ?? 0) - (hit?.at ?? 0)} ms after the answer`);
     } finally {
       await receiver.close();
     }

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { LipaClient, type Payment, type PaymentRequest } from '../src/client/index.js';
 import { maskPhone, successRedirect } from '../src/web/pay.js';
-import { call, createPayer, type MerchantSetup, merchantWithPos, paymentBody, type Reply, unique } from './helpers/client.js';
+import { call, createPayer, type MerchantSetup, merchantWithPos, payerToken, paymentBody, type Reply, unique } from './helpers/client.js';
 import { type Lipa, startLipa } from './helpers/harness.js';
 
 const XSS = '<script>alert(1)</script>';
@@ -125,9 +125,11 @@ describe('pages: /pay and /wallet', () => {
 
   test('once paid, the status carries the success redirect with both parameters, keeping the existing query', async () => {
     const orderId = `order #1&x=2 ${unique('')}`;
+    // A payer who answers when the test says so: the page is seen pending first, for sure.
+    const payer = await createPayer(lipa, { balance: 10_000 });
     const payment = await createPayment(merchant, client, {
       orderId,
-      payer: { method: 'phone', value: '254708000001' },
+      payer: { method: 'phone', value: payer.phone },
       // The shop's own parameters as it wrote them (a signature's bytes must not change), one
       // of them with a name the payment's own replaces, and a fragment.
       urls: {
@@ -137,9 +139,14 @@ describe('pages: /pay and /wallet', () => {
     });
     assert.equal(payment.status, 'pending');
     const early = await call(lipa.url, 'GET', `/pay/${payment.paymentIdentifier}/status`);
-    // The test payer answers after about a second.
     assert.equal(early.body.status, 'pending', early.text);
     assert.equal(early.body.redirectUrl, null, 'no redirect before paid');
+    const token = await payerToken(lipa, payer);
+    const accepted = await call(lipa.url, 'POST', `/api/v1/wallet/payments/${payment.paymentIdentifier}/accept`, {
+      token,
+      body: { pin: payer.pin },
+    });
+    assert.equal(accepted.status, 200, accepted.text);
 
     const paid = await statusUntil(payment.paymentIdentifier, 'paid');
     assert.equal(paid.body.final, true);

@@ -280,6 +280,30 @@ describe('SMTP transport', () => {
     assert.equal(peer.received.length, 1);
   });
 
+  test("with every connection busy, the service's own messages go next, and a send that waits too long gives up unsent", async (t) => {
+    const peer = await peerFor(t, { replyDelayMs: 1_000 });
+    const transport = transportFor(t, peer.url, { poolSize: 1, slotWaitMs: 2_500 });
+    const first = transport.send(email({ subject: 'merchant 1' }));
+    const queued = [transport.send(email({ subject: 'merchant 2' })), transport.send(email({ subject: 'merchant 3' }))];
+    const own = transport.send({ ...email({ subject: 'login code' }), urgent: true });
+    const outcomes = await Promise.allSettled([first, own, ...queued]);
+    // One connection, 1 s a message: the login code goes second; of the two merchant emails
+    // behind it, the one still waiting after 2.5 s fails, never sent.
+    assert.deepEqual(
+      peer.received.map((m) => m.subject),
+      ['merchant 1', 'login code', 'merchant 2'],
+    );
+    assert.deepEqual(
+      outcomes.map((o) => o.status),
+      ['fulfilled', 'fulfilled', 'fulfilled', 'rejected'],
+    );
+    const refused = outcomes[3] as PromiseRejectedResult;
+    assert.ok(refused.reason instanceof TransientSendError);
+    assert.match(refused.reason.message, /no free connection to smtp:\/\/127\.0\.0\.1:[0-9]+ within 2.5 s/);
+    await transport.close();
+    await assert.rejects(transport.send(email()), /closed/);
+  });
+
   test('200 concurrent sends all arrive over the pool', async (t) => {
     const peer = await peerFor(t, { starttls: true, auth: { user: 'lipa', pass: 'secret' } });
     const transport = transportFor(t, peer.url, { rejectUnauthorized: false, poolSize: 5 });

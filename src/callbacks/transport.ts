@@ -82,6 +82,10 @@ export async function resolveTarget(hostname: string, servers: readonly string[]
   return addresses;
 }
 
+/** How much of an answer's body is read, and for how long, before the connection is cut. */
+const BODY_DRAIN_BYTES = 64 * 1024;
+const BODY_DRAIN_MS = 1_000;
+
 /**
  * One callback POST. When private targets are not allowed, the host is resolved once, every
  * address must be public, and the connection goes to that checked address (no second DNS
@@ -148,11 +152,18 @@ export async function postCallback(request: CallbackRequest): Promise<CallbackRe
           : {}),
       },
       (response) => {
-        // The status line is the answer. The body is not needed: drained so that the socket
-        // closes, and one that never ends is cut at the deadline, the answer already taken.
+        // The status line is the answer. The body is not needed: a short one is drained, so
+        // that the connection ends cleanly; one longer than BODY_DRAIN_BYTES or slower than
+        // BODY_DRAIN_MS is cut, so a receiver cannot hold sockets open after answering.
         resolve(done(response.statusCode ?? null, null));
-        response.resume();
+        let drained = 0;
+        const cut = setTimeout(() => req.destroy(), BODY_DRAIN_MS);
+        response.on('data', (chunk: Buffer) => {
+          drained += chunk.length;
+          if (drained > BODY_DRAIN_BYTES) req.destroy();
+        });
         response.on('error', () => undefined);
+        req.on('close', () => clearTimeout(cut));
       },
     );
     const deadline = setTimeout(() => req.destroy(new Error(`no answer in ${request.timeoutMs} ms`)), request.timeoutMs);

@@ -37,7 +37,10 @@ const OPTIONS = {
 } as const;
 
 /** The first line of standard input (a secret given as "-"). */
-async function firstLineOfStdin(): Promise<string> {
+async function firstLineOfStdin(what: string): Promise<string> {
+  // At a terminal, say what is awaited (the typed text shows: a pipe is the way for scripts).
+  if (process.stdin.isTTY) process.stderr.write(`${what}: `);
+  process.stdin.setEncoding('utf8');
   let text = '';
   for await (const chunk of process.stdin) {
     text += String(chunk);
@@ -90,7 +93,7 @@ async function run(argv: string[]): Promise<unknown> {
   const secret = async (name: 'password' | 'pin'): Promise<string> => {
     const value = text(name);
     if (value !== '-') return value;
-    const line = await firstLineOfStdin();
+    const line = await firstLineOfStdin(name === 'pin' ? 'PIN' : 'Password');
     if (line === '') throw new UsageError(`--${name} - read nothing from standard input`);
     return line;
   };

@@ -178,9 +178,9 @@ function plainMessage(v: { keyword: string; params: unknown; message?: string })
         ? FORMAT_SAYS[params.format]
         : typeof params?.limit === 'number'
           ? limitSays(v.keyword, params.limit)
-          : v.keyword === 'type' && typeof params?.type === 'string'
-            ? params.type
-                .split(',')
+          : v.keyword === 'type' && params?.type !== undefined
+            ? // One type ("string"), or several: the schema's list, or ajv's "string,null".
+              (Array.isArray(params.type) ? params.type.map(String) : String(params.type).split(','))
                 .map((type) => TYPE_SAYS[type] ?? type)
                 .join(' or ')
             : undefined;

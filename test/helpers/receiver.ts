@@ -10,6 +10,8 @@ export interface Received {
   /** The exact body bytes, as text. */
   body: string;
   at: number;
+  /** When the connection of the answer closed (set once it has). */
+  closedAt?: number;
 }
 
 /**
@@ -58,6 +60,9 @@ export async function startReceiver(options: { https?: boolean } = {}): Promise<
       };
       const status = receiver.respond(entry, receiver.received.length);
       receiver.received.push(entry);
+      res.on('close', () => {
+        entry.closedAt = Date.now();
+      });
       if (typeof status === 'number') res.writeHead(status, { 'content-type': 'text/plain' }).end('ok');
       else if (status !== null) res.writeHead(status.status, { 'content-type': 'text/plain' }).write('partial');
     });

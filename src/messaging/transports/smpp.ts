@@ -20,6 +20,7 @@ import {
   type OutboundSms,
   PermanentSendError,
   type SendResult,
+  SLOT_WAIT_MS,
   SlotQueue,
   type SmsTransport,
   TransientSendError,
@@ -211,9 +212,8 @@ export class SmppTransport implements SmsTransport {
           continue;
         }
         if (this.#pending.size >= this.#windowSize) {
-          woken = false;
-          await this.#slotWaiters.wait(message.urgent);
-          woken = true;
+          woken = await this.#slotWaiters.wait(message.urgent, SLOT_WAIT_MS);
+          if (!woken) throw new TransientSendError(`no free place in the SMPP window of ${this.target} within ${SLOT_WAIT_MS / 1000} s`);
           continue;
         }
         return this.#submit(session, params);

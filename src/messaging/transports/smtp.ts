@@ -6,6 +6,7 @@ import {
   type OutboundEmail,
   PermanentSendError,
   type SendResult,
+  SLOT_WAIT_MS,
   SlotQueue,
   TransientSendError,
 } from './transport.js';
@@ -38,6 +39,8 @@ export interface SmtpTransportOptions {
   exemptLoopback?: boolean;
   /** Pooled connections kept open to the server; default 5. */
   poolSize?: number;
+  /** How long a send waits for a free connection before it fails, unsent (TransientSendError); default SLOT_WAIT_MS. */
+  slotWaitMs?: number;
   /** Connection and greeting timeout in ms; default 30 000. */
   timeoutMs?: number;
   /**
@@ -175,6 +178,7 @@ export class SmtpTransport implements EmailTransport {
   readonly #poolSize: number;
   #active = 0;
   readonly #waiting = new SlotQueue();
+  readonly #slotWaitMs: number;
   #closed = false;
 
   constructor(smtpUrl: string, options: SmtpTransportOptions = {}) {
@@ -183,6 +187,7 @@ export class SmtpTransport implements EmailTransport {
     const poolSize = options.poolSize ?? 5;
     if (!Number.isInteger(poolSize) || poolSize < 1) throw new Error('SmtpTransport poolSize must be a whole number >= 1');
     this.#poolSize = poolSize;
+    this.#slotWaitMs = options.slotWaitMs ?? SLOT_WAIT_MS;
     this.#from = options.from ?? DEFAULT_SMTP_FROM;
     this.#idDomain = /@([^\s<>@]+?)>?\s*$/.exec(this.#from)?.[1] ?? 'lipa.local';
     this.#where = `${target.secure ? 'smtps' : 'smtp'}://${target.host}:${target.port}`;
@@ -264,9 +269,16 @@ export class SmtpTransport implements EmailTransport {
 
   /** Waits for a free connection; the service's own messages are handed one first. */
   async #slot(urgent: boolean | undefined): Promise<void> {
-    if (this.#active < this.#poolSize) this.#active++;
+    if (this.#closed) throw new TransientSendError('SMTP transport is closed');
+    if (this.#active < this.#poolSize) {
+      this.#active++;
+      return;
+    }
     // A slot is handed over by the send that frees it (#release), the count unchanged.
-    else await this.#waiting.wait(urgent);
+    if (!(await this.#waiting.wait(urgent, this.#slotWaitMs))) {
+      throw new TransientSendError(`no free connection to ${this.#where} within ${this.#slotWaitMs / 1000} s`);
+    }
+    // Woken by close(), holding no slot.
     if (this.#closed) throw new TransientSendError('SMTP transport is closed');
   }
 

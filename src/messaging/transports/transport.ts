@@ -99,9 +99,25 @@ export class SlotQueue {
   readonly #urgent: Array<() => void> = [];
   readonly #other: Array<() => void> = [];
 
-  /** Resolves when wake() hands this waiter a slot (or wakeAll() a look again). */
-  wait(urgent: boolean | undefined): Promise<void> {
-    return new Promise((resolve) => (urgent ? this.#urgent : this.#other).push(resolve));
+  /**
+   * Resolves true when wake() hands this waiter a slot (or wakeAll() a look again), false
+   * after `timeoutMs`: a send that waits too long gives up before it starts, so that it is
+   * tried again later instead of going out long after its lease was lost to another try.
+   */
+  wait(urgent: boolean | undefined, timeoutMs: number): Promise<boolean> {
+    const lane = urgent ? this.#urgent : this.#other;
+    return new Promise((resolve) => {
+      const woken = () => {
+        clearTimeout(timer);
+        resolve(true);
+      };
+      const timer = setTimeout(() => {
+        const at = lane.indexOf(woken);
+        if (at >= 0) lane.splice(at, 1);
+        resolve(false);
+      }, timeoutMs);
+      lane.push(woken);
+    });
   }
 
   /** Hands a free slot to the first in line; false when nobody waits. */
@@ -117,3 +133,6 @@ export class SlotQueue {
     for (const wake of this.#other.splice(0)) wake();
   }
 }
+
+/** The longest a send waits for a free slot of its transport before it gives up, unsent, to be tried again. */
+export const SLOT_WAIT_MS = 5 * 60_000;
