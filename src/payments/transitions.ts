@@ -29,8 +29,19 @@ export interface Move {
   onlyPayer?: string;
 }
 
-/** Applies a move if the payment is still in a state that allows it; null if it lost the race. */
+/** Applies a move and writes its callback event, if the payment is still in a state that allows it; null if it lost the race. */
 export async function movePayment(tx: Tx, id: string, move: Move, now: number): Promise<PaymentTable | null> {
+  const moved = await claimMove(tx, id, move, now);
+  if (moved) await emitStatusChange(tx, moved, now);
+  return moved;
+}
+
+/**
+ * The conditional update of movePayment without its event, for a caller that may change the
+ * outcome in the same transaction before the event is written (an accept that finds too
+ * little money declines instead).
+ */
+export async function claimMove(tx: Tx, id: string, move: Move, now: number): Promise<PaymentTable | null> {
   const from = (Object.keys(NEXT) as PaymentStatus[]).filter((status) => NEXT[status].includes(move.to));
   let query = tx
     .updateTable('payments')
@@ -45,10 +56,7 @@ export async function movePayment(tx: Tx, id: string, move: Move, now: number): 
   // Only expiry may act on a payment past its expiry time: an accept racing expiry loses.
   if (move.to !== 'expired') query = query.where('expires_at', '>', now);
   if (move.onlyPayer) query = query.where('payer_id', '=', move.onlyPayer);
-  const moved = await query.returningAll().executeTakeFirst();
-  if (!moved) return null;
-  await emitStatusChange(tx, moved, now);
-  return moved;
+  return (await query.returningAll().executeTakeFirst()) ?? null;
 }
 
 export async function emitStatusChange(tx: Tx, payment: PaymentTable, now: number): Promise<void> {

@@ -2,7 +2,7 @@ import type { AppContext } from '../context.js';
 import type { PaymentTable } from '../db/schema.js';
 import { AppError } from '../http/errors.js';
 import { accountId, InsufficientFundsError, postDeposit, postTransaction } from '../ledger/ledger.js';
-import { emitStatusChange, movePayment } from '../payments/transitions.js';
+import { claimMove, emitStatusChange, movePayment } from '../payments/transitions.js';
 import { testPayerOf } from './staging-payers.js';
 
 /**
@@ -22,16 +22,8 @@ export async function settlePayment(
     if (answer === 'decline') {
       return movePayment(tx, paymentId, { to: 'declined', reason: 'declined_by_payer', onlyPayer: payerId }, now);
     }
-    // Claim the payment first (conditional), then move the money.
-    const claimed = await tx
-      .updateTable('payments')
-      .set({ status: 'paid', reason: null, updated_at: now })
-      .where('id', '=', paymentId)
-      .where('status', '=', 'pending')
-      .where('payer_id', '=', payerId)
-      .where('expires_at', '>', now)
-      .returningAll()
-      .executeTakeFirst();
+    // Claim the payment first (conditional), then move the money; the event follows the outcome.
+    const claimed = await claimMove(tx, paymentId, { to: 'paid', onlyPayer: payerId }, now);
     if (!claimed) return null;
     const wallet = accountId('wallet', payerId);
     const money = testPayerOf(ctx, claimed.payer_phone)?.money;
