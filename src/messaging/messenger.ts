@@ -7,15 +7,9 @@ import { backoffMs } from '../jobs/backoff.js';
 import type { Notifier, OutgoingMessage } from '../notifier/notifier.js';
 import { splitPhone } from '../notifier/notifier.js';
 import { randomId } from '../security/tokens.js';
+import { Receipts } from './receipts.js';
 import { countSegments } from './sms-segments.js';
-import {
-  type DeliveryReceipt,
-  type EmailTransport,
-  PermanentSendError,
-  type SendResult,
-  type SmsTransport,
-  TransientSendError,
-} from './transports/transport.js';
+import { type EmailTransport, PermanentSendError, type SendResult, type SmsTransport, TransientSendError } from './transports/transport.js';
 
 /** Transports of a process; null means the embedded outbox delivers that type. */
 export interface Transports {
@@ -42,8 +36,6 @@ const MAX_SEND_MS = 15 * 60_000;
 const MAX_IN_FLIGHT = 512;
 /** The service's own messages claimed a tick (10 ticks a second), on top of MAX_IN_FLIGHT. */
 const OWN_PER_TICK = 64;
-/** Receipts that overtake the record of their submission wait this long for it in memory (this process's own sends). */
-const EARLY_RECEIPT_MS = 60_000;
 
 export type NewMessage = Omit<
   MessageTable,
@@ -82,7 +74,8 @@ export class Messenger implements Notifier {
   private readonly renewTimer: NodeJS.Timeout | null;
   private renewal: Promise<void> = Promise.resolve();
   private renewing = false;
-  private readonly earlyReceipts = new Map<string, { receipt: DeliveryReceipt; at: number }>();
+  /** Delivery receipts of SMS: recorded, or kept until their submission is (receipts.ts). */
+  readonly receipts: Receipts;
 
   constructor(
     private readonly store: Db,
@@ -94,8 +87,9 @@ export class Messenger implements Notifier {
     /** A send's lease (tests shorten it). */
     private readonly leaseMs = LEASE_MS,
   ) {
+    this.receipts = new Receipts(store, now);
     // The receipt is acknowledged to the SMSC only once it is recorded.
-    transports.sms?.onReceipt((receipt) => this.applyReceipt(receipt));
+    transports.sms?.onReceipt((receipt) => this.receipts.apply(receipt));
     // Only real transports have sends under way to renew.
     this.renewTimer = transports.email || transports.sms ? setInterval(() => void this.renewLeases(), this.leaseMs / 3).unref() : null;
   }
@@ -281,10 +275,10 @@ export class Messenger implements Notifier {
       // The lease ran out first (this process stalled): whoever holds it now sets the state.
       this.log.warn({ messageId: message.id, status }, 'message attempt not recorded: its lease had run out');
     }
-    const early = result?.providerId ? this.earlyReceipts.get(result.providerId) : undefined;
+    const early = result?.providerId ? this.receipts.overtaken(result.providerId) : undefined;
     if (early) {
-      await this.applyEarlyReceipt(early.receipt);
-      return { status: early.receipt.delivered ? 'delivered' : 'failed', invalidRecipient: false };
+      await this.receipts.applyKept(early);
+      return { status: early.delivered ? 'delivered' : 'failed', invalidRecipient: false };
     }
     return { status, invalidRecipient: error instanceof PermanentSendError && error.invalidRecipient };
   }
@@ -389,74 +383,9 @@ export class Messenger implements Notifier {
     return hideCodes(message.content);
   }
 
-  /**
-   * A delivery receipt moves a sent SMS to delivered or failed. One that overtook the record
-   * of its submission is kept in early_receipts (before the SMSC is told it arrived) and
-   * applied when that record is there: at once by attempt() when this process sent it, else
-   * by matchEarlyReceipts() within a second.
-   */
-  async applyReceipt(receipt: DeliveryReceipt): Promise<void> {
-    const now = this.now();
-    const matched = await this.store.write(async (tx) => {
-      if (await this.recordReceipt(tx, receipt, now)) return true;
-      await tx
-        .insertInto('early_receipts')
-        .values({ provider_id: receipt.providerId, delivered: receipt.delivered ? 1 : 0, detail: receipt.detail, received_at: now })
-        .onConflict((oc) => oc.column('provider_id').doNothing())
-        .execute();
-      return false;
-    });
-    if (!matched) {
-      for (const [id, early] of this.earlyReceipts) if (now - early.at > EARLY_RECEIPT_MS) this.earlyReceipts.delete(id);
-      this.earlyReceipts.set(receipt.providerId, { receipt, at: now });
-    }
-  }
-
-  /** Applies kept receipts whose submission is now on record (any instance's); housekeeping forgets those kept an hour. */
-  async matchEarlyReceipts(): Promise<number> {
-    if (this.transports.sms === null) return 0;
-    const due = await this.store.db
-      .selectFrom('early_receipts as e')
-      .innerJoin('messages as m', 'm.provider_id', 'e.provider_id')
-      .select(['e.provider_id', 'e.delivered', 'e.detail'])
-      .where('m.status', 'in', ['sent', 'queued'])
-      .limit(200)
-      .execute();
-    for (const row of due) {
-      await this.applyEarlyReceipt({ providerId: row.provider_id, delivered: row.delivered === 1, detail: row.detail });
-    }
-    return due.length;
-  }
-
-  /** A kept receipt, now that its submission is on record: applied and forgotten in one unit. */
-  private async applyEarlyReceipt(receipt: DeliveryReceipt): Promise<void> {
-    const now = this.now();
-    this.earlyReceipts.delete(receipt.providerId);
-    await this.store.write(async (tx) => {
-      await this.recordReceipt(tx, receipt, now);
-      await tx.deleteFrom('early_receipts').where('provider_id', '=', receipt.providerId).execute();
-    });
-  }
-
-  /** The receipt's update of its message; whether there was one to update. */
-  private async recordReceipt(tx: Tx, receipt: DeliveryReceipt, now: number): Promise<boolean> {
-    const status: MessageStatus = receipt.delivered ? 'delivered' : 'failed';
-    const detail = receipt.delivered ? null : receipt.detail;
-    // The receipt's words are the SMSC's: passed on only in their standard shape (stat, err code).
-    const reason =
-      detail === null
-        ? null
-        : /^[A-Z]{5,8}( err:[0-9A-Za-z]{1,8})?$/.test(detail)
-          ? `The SMS centre reported it not delivered: ${detail}.`
-          : 'The SMS centre reported it not delivered.';
-    const updated = await hotQuery(tx, 'messages.receipt', [status, detail, reason, now, receipt.providerId, 'sent', 'queued'], () =>
-      tx
-        .updateTable('messages')
-        .set({ status, last_error: detail, failure_reason: reason, updated_at: now })
-        .where('provider_id', '=', receipt.providerId)
-        .where('status', 'in', ['sent', 'queued']),
-    );
-    return Number(updated.numAffectedRows ?? 0n) > 0;
+  /** Applies kept receipts whose submission is now on record (Receipts.matchKept); nothing without SMPP. */
+  matchEarlyReceipts(): Promise<number> {
+    return this.transports.sms === null ? Promise.resolve(0) : this.receipts.matchKept();
   }
 
   /** Waits for the attempts in progress to be recorded, then closes the transports. */

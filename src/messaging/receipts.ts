@@ -1,0 +1,93 @@
+import type { Db, Tx } from '../db/database.js';
+import { hotQuery } from '../db/hot-query.js';
+import type { MessageStatus } from '../db/schema.js';
+import type { DeliveryReceipt } from './transports/transport.js';
+
+/** Receipts that overtake the record of their submission wait this long for it in memory (this process's own sends). */
+const EARLY_RECEIPT_MS = 60_000;
+
+/**
+ * Delivery receipts (SMPP deliver_sm) move a sent SMS to delivered or failed. One that
+ * overtook the record of its submission (it came before the submit_sm_resp, or over another
+ * instance's bind) is kept in early_receipts, durably, before the SMSC is told it arrived,
+ * and applied once that record is there: at once by the Messenger when this process sent it
+ * (overtaken, applyKept), else by matchKept() within a second.
+ */
+export class Receipts {
+  /** Receipts this process kept for its own sends still being recorded, by provider id. */
+  private readonly kept = new Map<string, { receipt: DeliveryReceipt; at: number }>();
+
+  constructor(
+    private readonly store: Db,
+    private readonly now: () => number,
+  ) {}
+
+  /** Records a receipt, or keeps it until its submission is on record. */
+  async apply(receipt: DeliveryReceipt): Promise<void> {
+    const now = this.now();
+    const matched = await this.store.write(async (tx) => {
+      if (await this.record(tx, receipt, now)) return true;
+      await tx
+        .insertInto('early_receipts')
+        .values({ provider_id: receipt.providerId, delivered: receipt.delivered ? 1 : 0, detail: receipt.detail, received_at: now })
+        .onConflict((oc) => oc.column('provider_id').doNothing())
+        .execute();
+      return false;
+    });
+    if (!matched) {
+      for (const [id, early] of this.kept) if (now - early.at > EARLY_RECEIPT_MS) this.kept.delete(id);
+      this.kept.set(receipt.providerId, { receipt, at: now });
+    }
+  }
+
+  /** The receipt that overtook this submission's record, if this process kept one. */
+  overtaken(providerId: string): DeliveryReceipt | undefined {
+    return this.kept.get(providerId)?.receipt;
+  }
+
+  /** Applies kept receipts whose submission is now on record (any instance's); housekeeping forgets those kept an hour. */
+  async matchKept(): Promise<number> {
+    const due = await this.store.db
+      .selectFrom('early_receipts as e')
+      .innerJoin('messages as m', 'm.provider_id', 'e.provider_id')
+      .select(['e.provider_id', 'e.delivered', 'e.detail'])
+      .where('m.status', 'in', ['sent', 'queued'])
+      .limit(200)
+      .execute();
+    for (const row of due) {
+      await this.applyKept({ providerId: row.provider_id, delivered: row.delivered === 1, detail: row.detail });
+    }
+    return due.length;
+  }
+
+  /** A kept receipt, now that its submission is on record: applied and forgotten in one unit. */
+  async applyKept(receipt: DeliveryReceipt): Promise<void> {
+    const now = this.now();
+    this.kept.delete(receipt.providerId);
+    await this.store.write(async (tx) => {
+      await this.record(tx, receipt, now);
+      await tx.deleteFrom('early_receipts').where('provider_id', '=', receipt.providerId).execute();
+    });
+  }
+
+  /** The receipt's update of its message; whether there was one to update. */
+  private async record(tx: Tx, receipt: DeliveryReceipt, now: number): Promise<boolean> {
+    const status: MessageStatus = receipt.delivered ? 'delivered' : 'failed';
+    const detail = receipt.delivered ? null : receipt.detail;
+    // The receipt's words are the SMSC's: passed on only in their standard shape (stat, err code).
+    const reason =
+      detail === null
+        ? null
+        : /^[A-Z]{5,8}( err:[0-9A-Za-z]{1,8})?$/.test(detail)
+          ? `The SMS centre reported it not delivered: ${detail}.`
+          : 'The SMS centre reported it not delivered.';
+    const updated = await hotQuery(tx, 'messages.receipt', [status, detail, reason, now, receipt.providerId, 'sent', 'queued'], () =>
+      tx
+        .updateTable('messages')
+        .set({ status, last_error: detail, failure_reason: reason, updated_at: now })
+        .where('provider_id', '=', receipt.providerId)
+        .where('status', 'in', ['sent', 'queued']),
+    );
+    return Number(updated.numAffectedRows ?? 0n) > 0;
+  }
+}
