@@ -1,0 +1,44 @@
+import type { AppContext } from '../context.js';
+import { AppError } from '../http/errors.js';
+
+/**
+ * Sends a merchant's callback event again, with the same eventId, to every URL it has a
+ * delivery for (POST /api/v1/callbacks/{eventId}/redeliver). Another merchant's event is as
+ * unknown as one that does not exist.
+ */
+export async function redeliverEvent(ctx: AppContext, merchantId: string, eventId: string): Promise<void> {
+  const now = ctx.now();
+  const found = await ctx.store.write(async (tx) => {
+    const event = await tx
+      .selectFrom('callback_events')
+      .select('id')
+      .where('id', '=', eventId)
+      .where('merchant_id', '=', merchantId)
+      .executeTakeFirst();
+    if (!event) return false;
+    const deliveries = await tx
+      .selectFrom('callback_deliveries')
+      .select(['id', 'status', 'attempts', 'locked_until'])
+      .where('event_id', '=', eventId)
+      .execute();
+    for (const d of deliveries) {
+      // One more try now; a delivery still retrying keeps the tries it has left, and a
+      // failed one (all its tries made) fails again if this one fails too. `attempts`
+      // keeps counting every try. One on the wire right now keeps its lease (never two
+      // concurrent sends) and is tried again as soon as that attempt is recorded.
+      const onTheWire = d.status === 'pending' && d.locked_until > now;
+      await tx
+        .updateTable('callback_deliveries')
+        .set({
+          status: 'pending',
+          next_attempt_at: now,
+          redeliver_requested: onTheWire ? 1 : 0,
+          updated_at: now,
+        })
+        .where('id', '=', d.id)
+        .execute();
+    }
+    return true;
+  });
+  if (!found) throw new AppError('not_found', `No callback event ${eventId}.`);
+}
