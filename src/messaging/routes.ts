@@ -4,28 +4,20 @@ import { Type } from 'typebox';
 import type { AppContext } from '../context.js';
 import { isDatabaseUnavailable } from '../db/database.js';
 import { hotQuery } from '../db/hot-query.js';
-import type { MessageTable } from '../db/schema.js';
 import { AppError } from '../http/errors.js';
 import { AmbiguousJsonError } from '../http/json.js';
 import { WindowLimiter } from '../http/rate-limit.js';
 import type { App } from '../http/types.js';
 import { sha256Hex } from '../security/tokens.js';
-import type { Attempted } from './messenger.js';
+import { findMessage, type MessagingKey, sendMessage } from './messages.js';
 import { messagingReply, messagingResponseDocs } from './responses.js';
 import { isEmailRequest, type Refusal, validateMessage } from './validate.js';
 
-/** How long POST /api/messages waits for the first attempt before answering `queued`. */
-const FIRST_ATTEMPT_WAIT_MS = 2000;
 /**
  * The interface has no 413 for messages: a body within this limit gets the per-type 400 for
  * content over its limit (LIMITS), a larger one a plain 400.
  */
 export const MESSAGE_BODY_LIMIT = 1024 * 1024;
-
-interface MessagingKey {
-  id: string;
-  merchantId: string;
-}
 
 /** The live messaging key a request's api_key header names, or null (missing, unknown, revoked). */
 export async function messagingKeyOf(ctx: AppContext, request: FastifyRequest): Promise<MessagingKey | null> {
@@ -127,36 +119,7 @@ export async function registerMessagingRoutes(app: App, ctx: AppContext): Promis
         const valid = validateMessage(request.body);
         if ('kind' in valid) return refuse(reply, valid);
 
-        const now = ctx.now();
-        const stored = await ctx.store.write((tx) =>
-          ctx.messenger.enqueue(
-            tx,
-            {
-              merchant_id: key.merchantId,
-              messaging_key_id: key.id,
-              purpose: 'api',
-              type: valid.type,
-              email: valid.type === 'email' ? valid.email : null,
-              subject: valid.type === 'email' ? valid.subject : null,
-              content_type: valid.type === 'email' ? valid.contentType : null,
-              phone_country_code: valid.type === 'sms' ? valid.countryCode : null,
-              phone_number: valid.type === 'sms' ? valid.number : null,
-              content: valid.content,
-              segments: valid.type === 'sms' ? valid.segments : null,
-            },
-            now,
-            true,
-          ),
-        );
-        let outcome: Attempted = { status: stored.status, invalidRecipient: false };
-        if (stored.status === 'queued') {
-          // The first attempt starts now; answer with its outcome if it comes in time.
-          const attempt = ctx.messenger.sendClaimed(stored);
-          const timeout = new Promise<Attempted>((resolve) =>
-            setTimeout(() => resolve({ status: 'queued', invalidRecipient: false }), FIRST_ATTEMPT_WAIT_MS).unref(),
-          );
-          outcome = await Promise.race([attempt, timeout]);
-        }
+        const { stored, outcome } = await sendMessage(ctx, key, valid);
         if (valid.type === 'sms') return messagingReply.smsAccepted(reply, stored.id, outcome.status);
         // The mail server said the address does not exist: the interface's invalid-recipient
         // answer, as for an address that fails the syntax check (the message is kept as failed).
@@ -182,14 +145,10 @@ export async function registerMessagingRoutes(app: App, ctx: AppContext): Promis
         const key = keyFor(request);
         const tooMany = limited(reply, key);
         if (tooMany) return tooMany;
-        const id = request.params.message_id;
-        const db = ctx.store.db;
-        const { rows } = await hotQuery(db, 'messaging.get', [id], () => db.selectFrom('messages').selectAll().where('id', '=', id));
-        const message = rows[0] as MessageTable | undefined;
-        // The service's own messages (OTPs, prompts) were sent by no merchant: unknown here.
-        if (!message || message.merchant_id === null) return messagingReply.notFound(reply);
-        if (message.merchant_id !== key.merchantId) return messagingReply.accessDenied(reply);
-        return messagingReply.found(reply, message);
+        const message = await findMessage(ctx, key, request.params.message_id);
+        if (message === 'not_found') return messagingReply.notFound(reply);
+        if (message === 'access_denied') return messagingReply.accessDenied(reply);
+        return messagingReply.found(reply, message.found);
       },
     );
   });
