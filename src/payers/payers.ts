@@ -3,8 +3,9 @@ import type { AppContext } from '../context.js';
 import type { Tx } from '../db/database.js';
 import { isUniqueViolation, lockPhone } from '../db/database.js';
 import { AppError, assertText } from '../http/errors.js';
+import { isoTime } from '../http/time.js';
 import { accountId, balanceOf, openAccount, postDeposit } from '../ledger/ledger.js';
-import { fromMinorUnits, toMinorUnits } from '../ledger/money.js';
+import { CURRENCY, fromMinorUnits, toMinorUnits } from '../ledger/money.js';
 import { movePayment } from '../payments/transitions.js';
 import { hashPassword } from '../security/passwords.js';
 import { paymentPrompt } from '../wallet/prompt.js';
@@ -78,4 +79,26 @@ export async function deposit(ctx: AppContext, phone: string, amount: number) {
   const wallet = accountId('wallet', payer.id);
   await ctx.store.write((tx) => postDeposit(tx, payer.id, minor, now));
   return { phone, balance: fromMinorUnits((await balanceOf(ctx.store.db, wallet)) ?? 0) };
+}
+
+/** Payers with their wallet balance, newest first (the operator API and CLI). */
+export async function listPayers(ctx: AppContext, limit: number) {
+  const rows = await ctx.store.db
+    .selectFrom('payers as p')
+    .leftJoin('ledger_accounts as a', (join) =>
+      join.onRef('a.owner_id', '=', 'p.id').on('a.kind', '=', 'wallet').on('a.currency', '=', CURRENCY),
+    )
+    .select(['p.id', 'p.phone', 'p.name', 'p.created_at', 'a.balance'])
+    .orderBy('p.created_at', 'desc')
+    .orderBy('p.id', 'desc')
+    .limit(limit)
+    .execute();
+  return rows.map((p) => ({
+    payerId: p.id,
+    phone: p.phone,
+    name: p.name,
+    balance: fromMinorUnits(Number(p.balance ?? 0)),
+    currency: CURRENCY,
+    createdAt: isoTime(p.created_at),
+  }));
 }
