@@ -1,0 +1,205 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { loadConfig } from '../src/config.js';
+import type { SmppTransport } from '../src/messaging/transports/smpp.js';
+import { call, createPayer, merchantSession } from './helpers/client.js';
+import { type Lipa, startLipa } from './helpers/harness.js';
+import { keysOf, lookup, messageRow, messagingKey, send, sleep, sms, until, waitForStatus } from './helpers/messaging.js';
+import { type SmppPeer, startSmppPeer } from './helpers/smpp-peer.js';
+
+/**
+ * SMS through the messaging API delivered for real to an SMPP peer started by the test:
+ * submit_sm, delivery receipts (also ones that overtake their submission), refusals, and a
+ * dropped connection re-established.
+ */
+
+describe("delivery receipts that overtake the submission, over another instance's bind", () => {
+  test('two instances, one SMSC: every receipt sent before its submit_sm_resp, over the other bind, is applied once', async () => {
+    // The SMSC answers each submit_sm 400 ms late, and sends its receipt at once over the
+    // other instance's bind: the receipt always arrives before the submission is on record.
+    const peer = await startSmppPeer({ receipts: true, receiptDelayMs: 0, submitDelayMs: 400, receiptsViaOtherSession: true });
+    const first = await startLipa({ SMPP_URL: peer.url });
+    const second = await startLipa({ SMPP_URL: peer.url, DATABASE_URL: first.databaseUrl });
+    try {
+      const session = await merchantSession(first);
+      const key = (await messagingKey(first, session.token)).apiKey;
+      // Both bound before the first send, so that even its receipt has another bind to come over.
+      await Promise.all([first, second].map((lipa) => (lipa.ctx.messenger.transports.sms as SmppTransport).ready()));
+      assert.equal(peer.binds, 2);
+      const ids: string[] = [];
+      for (let i = 0; i < 10; i++) {
+        const reply = await send(i % 2 ? second : first, key, sms({ content: `Early receipt ${i}` }));
+        assert.equal(reply.status, 201, reply.text);
+        ids.push(reply.body.data.id);
+      }
+      for (const id of ids) assert.equal((await waitForStatus(first, key, id, ['delivered', 'failed'], 8_000)).status, 'delivered', id);
+      assert.equal(peer.submitted.length, 10, 'each submitted once');
+      assert.ok(peer.receiptAnswers.length >= 10 && peer.receiptAnswers.every((status) => status === 0), 'every receipt acknowledged');
+      const kept = await first.ctx.store.db.selectFrom('early_receipts').select('provider_id').execute();
+      assert.deepEqual(kept, [], 'nothing left waiting');
+    } finally {
+      await second.close();
+      await first.close();
+      await peer.close();
+    }
+  });
+});
+
+describe('messaging over SMPP', () => {
+  const UNDELIVERABLE = '254733000111';
+  const REFUSED = '254733000222';
+  let peer: SmppPeer;
+  let lipa: Lipa;
+  let key: string;
+  before(async () => {
+    // Receipts come 1.5 s after the submission (a real SMSC's come later still), so that a
+    // test sees the message sent before it is delivered.
+    peer = await startSmppPeer({ receipts: true, receiptDelayMs: 1_500, undeliverable: [UNDELIVERABLE], rejectDestinations: [REFUSED] });
+    // A short code sender, with the TON this SMSC wants for it (0) instead of the one read from it (3).
+    lipa = await startLipa({ SMPP_URL: peer.url, SMPP_SOURCE_ADDR: '22555', SMPP_SOURCE_TON: '0' });
+    const session = await merchantSession(lipa);
+    key = (await messagingKey(lipa, session.token)).apiKey;
+  });
+  after(async () => {
+    await lipa.close();
+    await peer.close();
+  });
+
+  const submittedFor = async (lipa: Lipa, id: string) => {
+    const row = await messageRow(lipa, id);
+    return peer.submitted.find((s) => row.provider_id !== null && s.messageId === row.provider_id);
+  };
+
+  test('the SMSC receives submit_sm to country code + number with the text; 201; the receipt makes it delivered', async () => {
+    const count = peer.submitted.length;
+    const reply = await send(lipa, key, sms({ phone: { country_code: '254', number: '722000333' }, content: 'Order 7 is on its way.' }));
+    assert.equal(reply.status, 201, reply.text);
+    assert.deepEqual(keysOf(reply.body), ['data', 'message']);
+    assert.deepEqual(keysOf(reply.body.data), ['id', 'status']);
+    // The answer carries the first attempt's outcome when it comes within 2 s (else queued).
+    assert.ok(['queued', 'sent', 'delivered'].includes(reply.body.data.status), reply.text);
+    const id = reply.body.data.id;
+
+    const submitted = (await peer.waitFor(count + 1)).at(-1);
+    // Sent once the SMSC took it; delivered only by the receipt that follows.
+    assert.equal((await waitForStatus(lipa, key, id, ['sent', 'delivered', 'failed'])).status, 'sent');
+    assert.equal(submitted?.destination, '254722000333');
+    assert.equal(submitted?.text, 'Order 7 is on its way.');
+    assert.equal(submitted?.dataCoding, 0);
+    assert.equal(submitted?.registeredDelivery ?? 0, 1);
+    assert.deepEqual([submitted?.source, submitted?.sourceTon, submitted?.sourceNpi], ['22555', 0, 0], 'SMPP_SOURCE_ADDR and _TON');
+
+    const data = await waitForStatus(lipa, key, id, ['delivered', 'failed']);
+    assert.equal(data.status, 'delivered');
+    assert.deepEqual(data.phone, { number: '******333', country_code: '254' });
+    assert.equal((await messageRow(lipa, id)).provider_id, submitted?.messageId);
+  });
+
+  test('SMPP_SOURCE_TON and SMPP_SOURCE_NPI are whole numbers 0-255, unset by default', () => {
+    for (const bad of ['256', '-1', 'x', '1.5']) assert.throws(() => loadConfig({ SMPP_SOURCE_TON: bad }), /SMPP_SOURCE_TON/, bad);
+    assert.equal(loadConfig({ SMPP_SOURCE_NPI: '9' }).smppSourceNpi, 9);
+    assert.deepEqual([loadConfig({}).smppSourceTon, loadConfig({}).smppSourceNpi], [null, null]);
+  });
+
+  test('a number written with its trunk prefix goes out in international form', async () => {
+    // 0722000555 is how Kenyans write +254 722000555; sent as 2540722000555 it would reach nobody.
+    for (const [countryCode, number, destination] of [
+      ['254', '0722000555', '254722000555'],
+      ['44', '07400123456', '447400123456'],
+    ]) {
+      const reply = await send(lipa, key, sms({ phone: { country_code: countryCode, number }, content: 'Trunk prefix' }));
+      assert.equal(reply.status, 201, reply.text);
+      await waitForStatus(lipa, key, reply.body.data.id, ['delivered']);
+      assert.equal((await submittedFor(lipa, reply.body.data.id))?.destination, destination);
+    }
+  });
+
+  test('a UCS-2 text goes out with data_coding 8', async () => {
+    const reply = await send(lipa, key, sms({ phone: { country_code: '254', number: '722000444' }, content: 'Asante 😀' }));
+    assert.equal(reply.status, 201, reply.text);
+    await waitForStatus(lipa, key, reply.body.data.id, ['delivered']);
+    const submitted = await submittedFor(lipa, reply.body.data.id);
+    assert.equal(submitted?.destination, '254722000444');
+    assert.equal(submitted?.dataCoding, 8);
+  });
+
+  test('a number the SMSC reports UNDELIV ends failed', async () => {
+    const reply = await send(lipa, key, sms({ phone: { country_code: '254', number: UNDELIVERABLE.slice(3) } }));
+    assert.equal(reply.status, 201, reply.text);
+    const id = reply.body.data.id;
+    const data = await waitForStatus(lipa, key, id, ['delivered', 'failed']);
+    assert.equal(data.status, 'failed');
+    assert.match(data.error ?? '', /^The SMS centre reported it not delivered: UNDELIV\b/);
+    assert.match((await messageRow(lipa, id)).last_error ?? '', /UNDELIV/);
+    assert.equal((await submittedFor(lipa, id))?.destination, UNDELIVERABLE);
+  });
+
+  test('a number the SMSC refuses ends failed at once, and the lookup says which status it gave', async () => {
+    const reply = await send(lipa, key, sms({ phone: { country_code: '254', number: REFUSED.slice(3) } }));
+    assert.equal(reply.status, 201, reply.text);
+    const data = await waitForStatus(lipa, key, reply.body.data.id, ['failed']);
+    assert.equal(data.error, 'Refused by the SMS centre: ESME_RINVDSTADR (0x0B, invalid destination address).');
+    const row = await messageRow(lipa, reply.body.data.id);
+    assert.equal(row.attempts, 1, 'a permanent refusal is not retried');
+    assert.match(row.last_error ?? '', /^SMSC rejected submit_sm: ESME_RINVDSTADR/);
+  });
+
+  test('a dropped connection is bound again and later messages go out', async () => {
+    const binds = peer.binds;
+    peer.dropConnections();
+    await until('a new bind', () => peer.binds > binds);
+    const reply = await send(lipa, key, sms({ content: 'After the drop' }));
+    assert.equal(reply.status, 201, reply.text);
+    const data = await waitForStatus(lipa, key, reply.body.data.id, ['delivered']);
+    assert.equal(data.status, 'delivered');
+    assert.equal((await submittedFor(lipa, reply.body.data.id))?.text, 'After the drop');
+  });
+
+  test('messages sent while the SMSC is down are queued, then go out once it is back', async () => {
+    await peer.stop();
+    try {
+      const reply = await send(lipa, key, sms({ phone: { country_code: '254', number: '722000555' }, content: 'During the outage' }));
+      assert.equal(reply.status, 201, reply.text);
+      assert.equal(reply.body.data.status, 'queued');
+      const id = reply.body.data.id;
+      assert.equal((await lookup(lipa, key, id)).body.data.status, 'queued');
+      // Stay down past the transport's first reconnect attempt.
+      await sleep(700);
+      assert.equal((await lookup(lipa, key, id)).body.data.status, 'queued');
+      await peer.start();
+      const data = await waitForStatus(lipa, key, id, ['delivered', 'failed'], 12_000);
+      assert.equal(data.status, 'delivered');
+      const submitted = await submittedFor(lipa, id);
+      assert.equal(submitted?.destination, '254722000555');
+      assert.equal(submitted?.text, 'During the outage');
+    } finally {
+      await peer.start();
+    }
+  });
+
+  test("a payer's login OTP SMS goes out over SMPP and works at confirm; the stored copy hides the digits", async () => {
+    const payer = await createPayer(lipa);
+    const count = peer.submitted.length;
+    const started = await call(lipa.url, 'POST', '/api/v1/authorization', { body: { login: payer.phone, password: payer.pin } });
+    assert.equal(started.status, 200, started.text);
+    await until('the OTP SMS', () => peer.submitted.slice(count).some((s) => s.destination === payer.phone));
+    const submitted = peer.submitted.slice(count).find((s) => s.destination === payer.phone);
+    const code = submitted?.text.match(/\b([0-9]{6})\b/)?.[1];
+    assert.ok(code, `a 6-digit code in ${submitted?.text}`);
+
+    const confirmed = await call(lipa.url, 'POST', '/api/v1/authorization/confirm', { body: { login: payer.phone, otp: code } });
+    assert.equal(confirmed.status, 200, confirmed.text);
+
+    const row = await lipa.ctx.store.db
+      .selectFrom('messages')
+      .selectAll()
+      .where('purpose', '=', 'otp')
+      .where('type', '=', 'sms')
+      .where('phone_number', '=', payer.phone.slice(3))
+      .executeTakeFirstOrThrow();
+    await until('the OTP SMS recorded', async () => ['sent', 'delivered'].includes((await messageRow(lipa, row.id)).status));
+    const stored = (await messageRow(lipa, row.id)).content;
+    assert.ok(!stored.includes(code), stored);
+    assert.match(stored, /\*{6}/);
+  });
+});
