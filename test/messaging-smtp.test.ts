@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { admin, call, createMerchant, merchantSession } from './helpers/client.js';
-import { type Lipa, startLipa } from './helpers/harness.js';
+import { freshDatabase, type Lipa, startLipa } from './helpers/harness.js';
 import {
   downServer,
   email,
@@ -326,5 +326,46 @@ describe('messaging when the SMTP server stays unreachable for the whole retry w
     assert.match(row.last_error ?? '', /gave up after \d+ tries in 5 s; the last: /, 'the operator keeps the detail');
     assert.match(data.error ?? '', /^Not sent: the mail server could not be reached/);
     assert.ok(!(data.error ?? '').includes('127.0.0.1'), data.error);
+  });
+});
+
+describe('stopping during a backlog to a slow mail server', () => {
+  test('the sends on the wire finish, the rest stay queued; the next start sends each once', async () => {
+    const database = await freshDatabase();
+    // One message a second per connection: 40 emails would keep the 5 connections busy 8 s.
+    const peer = await startSmtpPeer({ replyDelayMs: 1_000 });
+    try {
+      const first = await startLipa({ DATABASE_URL: database.url, SMTP_URL: peer.url });
+      const session = await merchantSession(first);
+      const key = (await messagingKey(first, session.token)).apiKey;
+      const replies = await Promise.all(Array.from({ length: 40 }, (_, i) => send(first, key, email({ email: `stop${i}@example.com` }))));
+      for (const reply of replies) assert.equal(reply.status, 200, reply.text);
+      const ids = replies.map((r) => r.body.id as string);
+      const beforeStop = peer.received.length;
+      await first.close();
+      // Only what was on the wire (one a connection) went out while stopping.
+      assert.ok(peer.received.length - beforeStop <= 5, `${peer.received.length - beforeStop} emails sent while stopping`);
+
+      peer.replyDelayMs = 0;
+      const second = await startLipa({ DATABASE_URL: database.url, SMTP_URL: peer.url });
+      try {
+        await until(
+          'every email at the server',
+          () => ids.every((id) => peer.received.some((m) => m.headers['x-lipa-message-id'] === id)),
+          20_000,
+        );
+        const copies = ids.map((id) => peer.received.filter((m) => m.headers['x-lipa-message-id'] === id).length);
+        assert.deepEqual(
+          copies.filter((n) => n !== 1),
+          [],
+          'each email arrived exactly once',
+        );
+      } finally {
+        await second.close();
+      }
+    } finally {
+      await peer.close();
+      await database.drop();
+    }
   });
 });

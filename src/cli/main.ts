@@ -36,6 +36,9 @@ const OPTIONS = {
   limit: { type: 'string' },
 } as const;
 
+/** The longest first line of standard input read for a secret. */
+const STDIN_LINE_MAX = 1024;
+
 /** The first line of standard input (a secret given as "-"). */
 async function firstLineOfStdin(what: string): Promise<string> {
   // At a terminal, say what is awaited (the typed text shows: a pipe is the way for scripts).
@@ -45,8 +48,12 @@ async function firstLineOfStdin(what: string): Promise<string> {
   for await (const chunk of process.stdin) {
     text += String(chunk);
     if (text.includes('\n')) break;
+    // No secret is that long (the API takes 256 characters at most): stop reading.
+    if (text.length > STDIN_LINE_MAX) throw new UsageError(`the first line of standard input is over ${STDIN_LINE_MAX} characters`);
   }
-  return text.split(/\r?\n/, 1)[0] ?? '';
+  const line = text.split(/\r?\n/, 1)[0] ?? '';
+  if (line.length > STDIN_LINE_MAX) throw new UsageError(`the first line of standard input is over ${STDIN_LINE_MAX} characters`);
+  return line;
 }
 
 /** A number given on the command line, kept as its digits. */

@@ -388,11 +388,17 @@ export class Messenger implements Notifier {
     return this.transports.sms === null ? Promise.resolve(0) : this.receipts.matchKept();
   }
 
-  /** Waits for the attempts in progress to be recorded, then closes the transports. */
+  /**
+   * Stops: the transports finish the sends on the wire and refuse those still waiting for a
+   * place, which stay queued (for the next start, or another instance) rather than going out
+   * for minutes after a SIGTERM; every attempt's outcome is recorded before this resolves.
+   */
   async close(): Promise<void> {
+    const transportsClosed = Promise.all([this.transports.email?.close(), this.transports.sms?.close()]);
     await Promise.allSettled([...this.running]);
+    await transportsClosed;
+    // Renewed until here: a slow send on the wire keeps its lease while it finishes.
     if (this.renewTimer) clearInterval(this.renewTimer);
-    await Promise.all([this.transports.email?.close(), this.transports.sms?.close()]);
   }
 }
 

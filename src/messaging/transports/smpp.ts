@@ -73,7 +73,7 @@ export interface SmppTransportOptions {
   submitTimeoutMs?: number;
   /** Time allowed for the TCP (and TLS) connection; default 10 s. */
   connectTimeoutMs?: number;
-  /** Reconnect back-off: first delay, doubled per failed attempt up to the maximum. Default 0.5 s → 30 s. */
+  /** Reconnect back-off: first delay, doubled per failed attempt up to the maximum. Default 0.5 s → 10 s. */
   reconnectMinMs?: number;
   reconnectMaxMs?: number;
   /** Most submit_sm awaiting their response at once; further sends queue. Default 1000. */
@@ -158,7 +158,8 @@ export class SmppTransport implements SmsTransport {
     this.#submitTimeoutMs = positive('submitTimeoutMs', options.submitTimeoutMs, 120_000);
     this.#connectTimeoutMs = positive('connectTimeoutMs', options.connectTimeoutMs, 10_000);
     this.#reconnectMinMs = positive('reconnectMinMs', options.reconnectMinMs, 500);
-    this.#reconnectMaxMs = Math.max(this.#reconnectMinMs, positive('reconnectMaxMs', options.reconnectMaxMs, 30_000));
+    // At most 10 s between tries: once an SMSC is back, login codes wait for the next one.
+    this.#reconnectMaxMs = Math.max(this.#reconnectMinMs, positive('reconnectMaxMs', options.reconnectMaxMs, 10_000));
     this.#windowSize = positive('windowSize', options.windowSize, 1000);
     this.#tlsOptions = options.tlsOptions ?? {};
     this.#log = options.logger;

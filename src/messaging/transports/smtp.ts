@@ -178,6 +178,8 @@ export class SmtpTransport implements EmailTransport {
   readonly #poolSize: number;
   #active = 0;
   readonly #waiting = new SlotQueue();
+  /** close() waiting for the sends on the wire to finish. */
+  readonly #idleWaiters: Array<() => void> = [];
   readonly #slotWaitMs: number;
   #closed = false;
 
@@ -261,9 +263,11 @@ export class SmtpTransport implements EmailTransport {
     return { status: 'sent', providerId: info.messageId ?? null };
   }
 
+  /** Refuses the sends waiting for a connection (TransientSendError), finishes those on the wire, then closes the pool. */
   async close(): Promise<void> {
     this.#closed = true;
     this.#waiting.wakeAll();
+    if (this.#active > 0) await new Promise<void>((resolve) => this.#idleWaiters.push(resolve));
     this.#mailer.close();
   }
 
@@ -283,7 +287,9 @@ export class SmtpTransport implements EmailTransport {
   }
 
   #release(): void {
-    if (!this.#waiting.wake()) this.#active--;
+    if (this.#waiting.wake()) return;
+    this.#active--;
+    if (this.#active === 0) for (const idle of this.#idleWaiters.splice(0)) idle();
   }
 
   #classify(error: unknown): Error {
