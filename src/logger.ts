@@ -9,6 +9,7 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
     {
       level,
       base: { service: 'lipa' },
+      serializers: { req: requestLogged },
       redact: {
         paths: [
           'req.headers.authorization',
@@ -32,4 +33,38 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
     },
     destination,
   );
+}
+
+/** A phone number: a path segment or query value of 8 to 15 digits alone (not digits inside an id); its first 4 and last 3 are kept. */
+const PHONE_IN_PATH = /(?<=^|[/=])((?:\+|%2B)?[0-9]{4})[0-9]{1,8}([0-9]{3})(?=$|[/&])/gi;
+/** Query parameters whose values are never logged. */
+const SECRET_PARAM = /otp|pin|pass|token|secret|key/i;
+
+/**
+ * A request as its log line shows it: the URL with phone numbers masked (a payer's phone is
+ * in the operator's deposit path) and secret-looking query parameters redacted.
+ */
+export function requestLogged(req: { method?: string; url?: string; host?: string; ip?: string; socket?: { remotePort?: number } }) {
+  return {
+    method: req.method,
+    url: loggedUrl(req.url ?? ''),
+    host: req.host,
+    remoteAddress: req.ip,
+    remotePort: req.socket?.remotePort,
+  };
+}
+
+export function loggedUrl(url: string): string {
+  const at = url.indexOf('?');
+  const path = (at < 0 ? url : url.slice(0, at)).replace(PHONE_IN_PATH, '$1•••••$2');
+  if (at < 0) return path;
+  const query = url
+    .slice(at + 1)
+    .split('&')
+    .map((pair) => {
+      const name = pair.split('=', 1)[0] ?? '';
+      return SECRET_PARAM.test(name) && pair.includes('=') ? `${name}=[redacted]` : pair.replace(PHONE_IN_PATH, '$1•••••$2');
+    })
+    .join('&');
+  return `${path}?${query}`;
 }

@@ -259,6 +259,11 @@ describe('operator API (CONTRACT §2)', () => {
     assert.deepEqual(Object.keys(reply.body).sort(), ['balance', 'phone']);
     assert.deepEqual(reply.body, { phone: payer.phone, balance: 1000.3 });
     assert.equal(await walletBalance(lipa, payer.phone), 100030);
+    // The phone is in the deposit's path; the request's log line masks it.
+    const logged = lipa.logs.filter((line) => line.includes('/deposits'));
+    assert.ok(logged.length > 0, 'the deposit request was logged');
+    for (const line of logged) assert.ok(!line.includes(payer.phone), line);
+    assert.ok(logged.some((line) => line.includes(`/payers/${payer.phone.slice(0, 4)}•••••${payer.phone.slice(-3)}/deposits`)));
 
     // Amounts whose binary floating-point forms do not add (or scale by 100) exactly.
     const sequences: Array<{ opening: number; steps: Array<[amount: number, balance: number]> }> = [
