@@ -35,8 +35,14 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
   );
 }
 
-/** A phone number: a path segment or query value of 8 to 15 digits alone (not digits inside an id); its first 4 and last 3 are kept. */
-const PHONE_IN_PATH = /(?<=^|[/=])((?:\+|%2B)?[0-9]{4})[0-9]{1,8}([0-9]{3})(?=$|[/&])/gi;
+/** A phone number: a path segment or query value of 8 to 15 digits alone (not digits inside an id). */
+const PHONE_IN_PATH = /(?<=^|[/=])((?:\+|%2B)?)([0-9]{8,15})(?=$|[/&])/gi;
+
+/** The last 3 digits kept, and up to 4 first ones (the country code) while at least 5 stay hidden. */
+const maskPhone = (_match: string, plus: string, digits: string): string => {
+  const shown = Math.min(4, digits.length - 8);
+  return `${plus}${digits.slice(0, Math.max(0, shown))}•••••${digits.slice(-3)}`;
+};
 /** Query parameters whose values are never logged. */
 const SECRET_PARAM = /otp|pin|pass|token|secret|key/i;
 
@@ -56,14 +62,14 @@ export function requestLogged(req: { method?: string; url?: string; host?: strin
 
 export function loggedUrl(url: string): string {
   const at = url.indexOf('?');
-  const path = (at < 0 ? url : url.slice(0, at)).replace(PHONE_IN_PATH, '$1•••••$2');
+  const path = (at < 0 ? url : url.slice(0, at)).replace(PHONE_IN_PATH, maskPhone);
   if (at < 0) return path;
   const query = url
     .slice(at + 1)
     .split('&')
     .map((pair) => {
       const name = pair.split('=', 1)[0] ?? '';
-      return SECRET_PARAM.test(name) && pair.includes('=') ? `${name}=[redacted]` : pair.replace(PHONE_IN_PATH, '$1•••••$2');
+      return SECRET_PARAM.test(name) && pair.includes('=') ? `${name}=[redacted]` : pair.replace(PHONE_IN_PATH, maskPhone);
     })
     .join('&');
   return `${path}?${query}`;

@@ -9,7 +9,14 @@ import { splitPhone } from '../notifier/notifier.js';
 import { randomId } from '../security/tokens.js';
 import { Receipts } from './receipts.js';
 import { countSegments } from './sms-segments.js';
-import { type EmailTransport, PermanentSendError, type SendResult, type SmsTransport, TransientSendError } from './transports/transport.js';
+import {
+  type EmailTransport,
+  PermanentSendError,
+  type SendResult,
+  type SmsTransport,
+  TransientSendError,
+  TransportClosedError,
+} from './transports/transport.js';
 
 /** Transports of a process; null means the embedded outbox delivers that type. */
 export interface Transports {
@@ -221,13 +228,17 @@ export class Messenger implements Notifier {
     // A renewal under way may still move this lease: record the outcome under the one it leaves.
     await this.renewal;
     const now = this.now();
-    const attempts = message.attempts + 1;
+    // Refused by a transport that is stopping, this was no try: the message stays as it was.
+    const untried = error instanceof TransportClosedError;
+    const attempts = untried ? message.attempts : message.attempts + 1;
     let status: MessageStatus;
     let next = now;
-    let lastError = error?.message ?? null;
+    let lastError = untried ? message.last_error : (error?.message ?? null);
     let failureReason: string | null = null;
     if (result) {
       status = result.status;
+    } else if (untried) {
+      status = 'queued';
     } else if (error instanceof PermanentSendError) {
       status = 'failed';
       failureReason = error.reason ?? `Refused by ${serverOf(message.type)}.`;
@@ -394,9 +405,13 @@ export class Messenger implements Notifier {
    * for minutes after a SIGTERM; every attempt's outcome is recorded before this resolves.
    */
   async close(): Promise<void> {
-    const transportsClosed = Promise.all([this.transports.email?.close(), this.transports.sms?.close()]);
+    const transportsClosed = Promise.allSettled([this.transports.email?.close(), this.transports.sms?.close()]);
     await Promise.allSettled([...this.running]);
-    await transportsClosed;
+    for (const closed of await transportsClosed) {
+      if (closed.status === 'rejected') this.log.error({ err: closed.reason }, 'a message transport did not close cleanly');
+    }
+    // Receipts that came while the transports drained are recorded before the store closes.
+    await this.receipts.settled();
     // Renewed until here: a slow send on the wire keeps its lease while it finishes.
     if (this.renewTimer) clearInterval(this.renewTimer);
   }

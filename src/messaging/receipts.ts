@@ -16,6 +16,7 @@ const EARLY_RECEIPT_MS = 60_000;
 export class Receipts {
   /** Receipts this process kept for its own sends still being recorded, by provider id. */
   private readonly kept = new Map<string, { receipt: DeliveryReceipt; at: number }>();
+  private readonly applying = new Set<Promise<void>>();
 
   constructor(
     private readonly store: Db,
@@ -23,7 +24,19 @@ export class Receipts {
   ) {}
 
   /** Records a receipt, or keeps it until its submission is on record. */
-  async apply(receipt: DeliveryReceipt): Promise<void> {
+  apply(receipt: DeliveryReceipt): Promise<void> {
+    const applying = this.recordOrKeep(receipt);
+    this.applying.add(applying);
+    void applying.finally(() => this.applying.delete(applying)).catch(() => undefined);
+    return applying;
+  }
+
+  /** Resolves once every receipt being applied is (stopping waits for them). */
+  async settled(): Promise<void> {
+    await Promise.allSettled([...this.applying]);
+  }
+
+  private async recordOrKeep(receipt: DeliveryReceipt): Promise<void> {
     const now = this.now();
     const matched = await this.store.write(async (tx) => {
       if (await this.record(tx, receipt, now)) return true;

@@ -24,6 +24,7 @@ import {
   SlotQueue,
   type SmsTransport,
   TransientSendError,
+  TransportClosedError,
 } from './transport.js';
 
 /**
@@ -206,14 +207,14 @@ export class SmppTransport implements SmsTransport {
     let woken = false;
     try {
       for (;;) {
-        if (this.#closed) throw new TransientSendError('SMPP transport is closed');
+        if (this.#closed) throw new TransportClosedError('SMPP transport');
         const session = this.#session;
         if (!this.#bound || session === null) {
           await this.#waitForBind(deadline - Date.now(), this.#bindWaitMs);
           continue;
         }
         if (this.#pending.size >= this.#windowSize) {
-          woken = await this.#slotWaiters.wait(message.urgent, SLOT_WAIT_MS);
+          woken = (await this.#slotWaiters.wait(message.urgent, SLOT_WAIT_MS)) !== 'timeout';
           if (!woken) throw new TransientSendError(`no free place in the SMPP window of ${this.target} within ${SLOT_WAIT_MS / 1000} s`);
           continue;
         }
@@ -305,7 +306,7 @@ export class SmppTransport implements SmsTransport {
   #waitForBind(timeoutMs: number, budgetMs: number): Promise<void> {
     if (this.#bound) return Promise.resolve();
     if (this.#bindRefused !== null) return Promise.reject(new TransientSendError(this.#bindRefused));
-    if (this.#closed) return Promise.reject(new TransientSendError('SMPP transport is closed'));
+    if (this.#closed) return Promise.reject(new TransportClosedError('SMPP transport'));
     return new Promise<void>((resolve, reject) => {
       const waiter: Waiter = {
         resolve,
@@ -425,7 +426,10 @@ export class SmppTransport implements SmsTransport {
     for (const pending of [...this.#pending]) pending.fail(lost);
     if (this.#closed) return;
     if (!wasBound && this.#bindRefused === null) this.#lastError ??= 'connection closed before the bind completed';
-    const delay = Math.min(this.#reconnectMaxMs, this.#reconnectMinMs * 2 ** this.#failedAttempts);
+    // A refused bind (a wrong password) is retried at most every 30 s: some SMSCs lock an
+    // account after repeated failed binds. ±20 % jitter keeps instances from retrying together.
+    const max = this.#bindRefused === null ? this.#reconnectMaxMs : Math.max(this.#reconnectMaxMs, 30_000);
+    const delay = Math.round(Math.min(max, this.#reconnectMinMs * 2 ** this.#failedAttempts) * (0.8 + Math.random() * 0.4));
     this.#failedAttempts = Math.min(this.#failedAttempts + 1, 30);
     if (wasBound || this.#newTrouble(`retrying: ${this.#lastError}`)) {
       this.#log?.warn(
@@ -439,7 +443,7 @@ export class SmppTransport implements SmsTransport {
   /**
    * Whether this trouble is worth a log line: a new one, or the same again a minute after it
    * was last logged. An SMSC refusing the bind (a wrong password) or unreachable is retried
-   * every 30 s at most for as long as it lasts; the log says so once a minute, not each time.
+   * every 10 s (30 s for a refused bind) for as long as it lasts; the log says so once a minute, not each time.
    */
   #newTrouble(text: string): boolean {
     const now = Date.now();
@@ -525,7 +529,7 @@ export class SmppTransport implements SmsTransport {
     this.#closed = true;
     if (this.#reconnectTimer) clearTimeout(this.#reconnectTimer);
     this.#reconnectTimer = null;
-    this.#settleBindWaiters(new TransientSendError('SMPP transport is closed'));
+    this.#settleBindWaiters(new TransportClosedError('SMPP transport'));
     this.#slotWaiters.wakeAll();
     const session = this.#session;
     if (session === null) return;
@@ -533,7 +537,9 @@ export class SmppTransport implements SmsTransport {
     if (this.#bound) {
       // Let submits on the wire get their answers, then unbind politely.
       if (this.#pending.size > 0) {
-        await raceTimeout(new Promise<void>((resolve) => this.#idleWaiters.push(resolve)), this.#responseTimeoutMs);
+        // Each has its own submit timeout: waited for as long as a send would be, so that none
+        // the SMSC may still take is failed, and sent again, by the stop itself.
+        await new Promise<void>((resolve) => this.#idleWaiters.push(resolve));
       }
       await raceTimeout(
         new Promise<void>((resolve) => {

@@ -9,6 +9,7 @@ import {
   SLOT_WAIT_MS,
   SlotQueue,
   TransientSendError,
+  TransportClosedError,
 } from './transport.js';
 
 /** SMTP_URL parsed: `smtp://[user[:pass]@]host[:port]` (STARTTLS when offered) or `smtps://…` (implicit TLS). */
@@ -182,6 +183,7 @@ export class SmtpTransport implements EmailTransport {
   readonly #idleWaiters: Array<() => void> = [];
   readonly #slotWaitMs: number;
   #closed = false;
+  #closing: Promise<void> | null = null;
 
   constructor(smtpUrl: string, options: SmtpTransportOptions = {}) {
     const target = parseSmtpUrl(smtpUrl);
@@ -263,8 +265,13 @@ export class SmtpTransport implements EmailTransport {
     return { status: 'sent', providerId: info.messageId ?? null };
   }
 
-  /** Refuses the sends waiting for a connection (TransientSendError), finishes those on the wire, then closes the pool. */
-  async close(): Promise<void> {
+  /** Refuses the sends waiting for a connection (TransportClosedError), finishes those on the wire, then closes the pool. */
+  close(): Promise<void> {
+    this.#closing ??= this.#shutdown();
+    return this.#closing;
+  }
+
+  async #shutdown(): Promise<void> {
     this.#closed = true;
     this.#waiting.wakeAll();
     if (this.#active > 0) await new Promise<void>((resolve) => this.#idleWaiters.push(resolve));
@@ -273,17 +280,21 @@ export class SmtpTransport implements EmailTransport {
 
   /** Waits for a free connection; the service's own messages are handed one first. */
   async #slot(urgent: boolean | undefined): Promise<void> {
-    if (this.#closed) throw new TransientSendError('SMTP transport is closed');
+    if (this.#closed) throw new TransportClosedError('SMTP transport');
     if (this.#active < this.#poolSize) {
       this.#active++;
       return;
     }
     // A slot is handed over by the send that frees it (#release), the count unchanged.
-    if (!(await this.#waiting.wait(urgent, this.#slotWaitMs))) {
+    const how = await this.#waiting.wait(urgent, this.#slotWaitMs);
+    if (how === 'timeout') {
       throw new TransientSendError(`no free connection to ${this.#where} within ${this.#slotWaitMs / 1000} s`);
     }
-    // Woken by close(), holding no slot.
-    if (this.#closed) throw new TransientSendError('SMTP transport is closed');
+    if (this.#closed) {
+      // Closed meanwhile: a slot handed over before close() goes back (close() waits for the count to reach 0).
+      if (how === 'handed') this.#release();
+      throw new TransportClosedError('SMTP transport');
+    }
   }
 
   #release(): void {

@@ -68,6 +68,12 @@ export class PermanentSendError extends SendError {
 }
 /** Worth retrying later: connection refused or dropped, timeouts, 4xx SMTP, throttling. */
 export class TransientSendError extends SendError {}
+/** Not tried at all: the transport is stopping. The message stays queued as it was, for the next start or another instance. */
+export class TransportClosedError extends TransientSendError {
+  constructor(what: string) {
+    super(`${what} is closed`);
+  }
+}
 
 export interface EmailTransport {
   readonly name: string;
@@ -96,25 +102,26 @@ export interface SmsTransport {
  * the service's own messages first (OutboundSms.urgent), each lane in order of arrival.
  */
 export class SlotQueue {
-  readonly #urgent: Array<() => void> = [];
-  readonly #other: Array<() => void> = [];
+  readonly #urgent: Array<(how: 'handed' | 'look') => void> = [];
+  readonly #other: Array<(how: 'handed' | 'look') => void> = [];
 
   /**
-   * Resolves true when wake() hands this waiter a slot (or wakeAll() a look again), false
-   * after `timeoutMs`: a send that waits too long gives up before it starts, so that it is
-   * tried again later instead of going out long after its lease was lost to another try.
+   * Resolves `handed` when wake() hands this waiter a slot, `look` when wakeAll() asks every
+   * waiter to look again (holding no slot), `timeout` after `timeoutMs`: a send that waits
+   * too long gives up before it starts, so that it is tried again later instead of going out
+   * long after its lease was lost to another try.
    */
-  wait(urgent: boolean | undefined, timeoutMs: number): Promise<boolean> {
+  wait(urgent: boolean | undefined, timeoutMs: number): Promise<'handed' | 'look' | 'timeout'> {
     const lane = urgent ? this.#urgent : this.#other;
     return new Promise((resolve) => {
-      const woken = () => {
+      const woken = (how: 'handed' | 'look') => {
         clearTimeout(timer);
-        resolve(true);
+        resolve(how);
       };
       const timer = setTimeout(() => {
         const at = lane.indexOf(woken);
         if (at >= 0) lane.splice(at, 1);
-        resolve(false);
+        resolve('timeout');
       }, timeoutMs);
       lane.push(woken);
     });
@@ -123,14 +130,14 @@ export class SlotQueue {
   /** Hands a free slot to the first in line; false when nobody waits. */
   wake(): boolean {
     const next = this.#urgent.shift() ?? this.#other.shift();
-    next?.();
+    next?.('handed');
     return next !== undefined;
   }
 
   /** Wakes every waiter to look again (the link is back, or the transport closes). */
   wakeAll(): void {
-    for (const wake of this.#urgent.splice(0)) wake();
-    for (const wake of this.#other.splice(0)) wake();
+    for (const wake of this.#urgent.splice(0)) wake('look');
+    for (const wake of this.#other.splice(0)) wake('look');
   }
 }
 
