@@ -50,7 +50,7 @@ const SECRET_PARAM = /otp|pin|pass|token|secret|key/i;
  * A request as its log line shows it: the URL with phone numbers masked (a payer's phone is
  * in the operator's deposit path) and secret-looking query parameters redacted.
  */
-export function requestLogged(req: { method?: string; url?: string; host?: string; ip?: string; socket?: { remotePort?: number } }) {
+function requestLogged(req: { method?: string; url?: string; host?: string; ip?: string; socket?: { remotePort?: number } }) {
   return {
     method: req.method,
     url: loggedUrl(req.url ?? ''),
@@ -60,7 +60,7 @@ export function requestLogged(req: { method?: string; url?: string; host?: strin
   };
 }
 
-export function loggedUrl(url: string): string {
+function loggedUrl(url: string): string {
   const at = url.indexOf('?');
   const path = (at < 0 ? url : url.slice(0, at)).replace(PHONE_IN_PATH, maskPhone);
   if (at < 0) return path;
@@ -73,4 +73,33 @@ export function loggedUrl(url: string): string {
     })
     .join('&');
   return `${path}?${query}`;
+}
+
+/**
+ * Says whether a recurring line is due: each distinct text at most once per `everyMs`, so
+ * that an outage is logged, not one line per message and try. At most `remember` texts are
+ * kept; when full, the one logged longest ago is forgotten first.
+ */
+export class LogThrottle {
+  private readonly logged = new Map<string, number>();
+
+  constructor(
+    private readonly now: () => number = Date.now,
+    private readonly everyMs = 60_000,
+    private readonly remember = 100,
+  ) {}
+
+  due(text: string): boolean {
+    const now = this.now();
+    if ((this.logged.get(text) ?? Number.NEGATIVE_INFINITY) > now - this.everyMs) return false;
+    this.logged.delete(text);
+    if (this.logged.size >= this.remember) this.logged.delete(this.logged.keys().next().value as string);
+    this.logged.set(text, now);
+    return true;
+  }
+
+  /** Forgets every text: the trouble is over, the next one is news. */
+  clear(): void {
+    this.logged.clear();
+  }
 }

@@ -6,7 +6,7 @@ const Attempt = Type.Object({
   error: Type.Union([Type.String(), Type.Null()]),
   durationMs: Type.Integer(),
 });
-export const Delivery = Type.Object({
+const Delivery = Type.Object({
   url: Type.String(),
   status: Type.String({ description: 'pending, delivered or failed' }),
   attempts: Type.Integer(),

@@ -46,10 +46,9 @@ async function firstLineOfStdin(what: string): Promise<string> {
   process.stdin.setEncoding('utf8');
   let text = '';
   for await (const chunk of process.stdin) {
-    text += String(chunk);
-    if (text.includes('\n')) break;
+    text += chunk;
     // No secret is that long (the API takes 256 characters at most): stop reading.
-    if (text.length > STDIN_LINE_MAX) throw new UsageError(`the first line of standard input is over ${STDIN_LINE_MAX} characters`);
+    if (text.includes('\n') || text.length > STDIN_LINE_MAX) break;
   }
   const line = text.split(/\r?\n/, 1)[0] ?? '';
   if (line.length > STDIN_LINE_MAX) throw new UsageError(`the first line of standard input is over ${STDIN_LINE_MAX} characters`);

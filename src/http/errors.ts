@@ -167,10 +167,13 @@ function limitSays(keyword: string, limit: number): string | undefined {
 
 /** A validation failure in words: a choice's values, a pattern's own sentence (patternString), a format's, a limit's, a type's, or ajv's. */
 function plainMessage(v: { keyword: string; params: unknown; message?: string }): string {
-  const params = v.params as
-    | { pattern?: string; format?: string; allowedValues?: unknown[]; limit?: unknown; comparison?: unknown; type?: unknown }
-    | undefined;
+  const params = v.params as { pattern?: string; format?: string; allowedValues?: unknown[]; limit?: unknown; type?: unknown } | undefined;
   if (v.keyword === 'enum' && params?.allowedValues) return oneOf(params.allowedValues);
+  if (v.keyword === 'type' && params?.type !== undefined) {
+    // One type ("string"), or several: the schema's list, or ajv's "string,null".
+    const types = Array.isArray(params.type) ? params.type.map(String) : String(params.type).split(',');
+    return `must be ${types.map((type) => TYPE_SAYS[type] ?? type).join(' or ')}`;
+  }
   const said =
     v.keyword === 'pattern' && params?.pattern !== undefined
       ? whatPatternSays(params.pattern)
@@ -178,13 +181,7 @@ function plainMessage(v: { keyword: string; params: unknown; message?: string })
         ? FORMAT_SAYS[params.format]
         : typeof params?.limit === 'number'
           ? limitSays(v.keyword, params.limit)
-          : v.keyword === 'type' && params?.type !== undefined
-            ? // One type ("string"), or several: the schema's list, or ajv's "string,null".
-              (Array.isArray(params.type) ? params.type.map(String) : String(params.type).split(','))
-                .map((type) => TYPE_SAYS[type] ?? type)
-                .join(' or ')
-            : undefined;
-  if (said !== undefined && v.keyword === 'type') return `must be ${said}`;
+          : undefined;
   return said ?? v.message ?? 'is invalid';
 }
 
@@ -248,7 +245,7 @@ export function toAppError(error: FastifyError | Error): AppError {
 }
 
 /** What a 503 database_unavailable asks the client to wait. */
-const DATABASE_RETRY_AFTER_SECONDS = 5;
+export const DATABASE_RETRY_AFTER_SECONDS = 5;
 
 export function errorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): FastifyReply {
   // No body at all (none sent, or an empty one) is not JSON: invalid_json, as for any other

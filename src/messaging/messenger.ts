@@ -4,6 +4,7 @@ import type { Db, Tx } from '../db/database.js';
 import { hotQuery } from '../db/hot-query.js';
 import type { MessageStatus, MessageTable } from '../db/schema.js';
 import { backoffMs } from '../jobs/backoff.js';
+import { LogThrottle } from '../logger.js';
 import type { Notifier, OutgoingMessage } from '../notifier/notifier.js';
 import { splitPhone } from '../notifier/notifier.js';
 import { randomId } from '../security/tokens.js';
@@ -75,14 +76,14 @@ export class Messenger implements Notifier {
   private inFlight = 0;
   private readonly running = new Set<Promise<Attempted>>();
   /** Transient failures last logged, by type and text, and when (warnRetrying). */
-  private readonly warned = new Map<string, number>();
+  private readonly warned: LogThrottle;
   /** Messages on the wire (each holding its current lease) and when their send began: renewLeases() extends them. */
   private readonly sending = new Map<MessageTable, number>();
   private readonly renewTimer: NodeJS.Timeout | null;
   private renewal: Promise<void> = Promise.resolve();
   private renewing = false;
   /** Delivery receipts of SMS: recorded, or kept until their submission is (receipts.ts). */
-  readonly receipts: Receipts;
+  private readonly receipts: Receipts;
 
   constructor(
     private readonly store: Db,
@@ -95,6 +96,7 @@ export class Messenger implements Notifier {
     private readonly leaseMs = LEASE_MS,
   ) {
     this.receipts = new Receipts(store, now);
+    this.warned = new LogThrottle(now);
     // The receipt is acknowledged to the SMSC only once it is recorded.
     transports.sms?.onReceipt((receipt) => this.receipts.apply(receipt));
     // Only real transports have sends under way to renew.
@@ -305,12 +307,7 @@ export class Messenger implements Notifier {
     // gets no address, and one line stands for every recipient the same failure hits.
     const text = error.message.replace(/[^\s<>"]+@[^\s<>"]+/g, '<address>').replace(/\+?[0-9]{8,15}/g, '<number>');
     const key = `${message.type} ${text}`;
-    const now = this.now();
-    if ((this.warned.get(key) ?? Number.NEGATIVE_INFINITY) > now - 60_000) return;
-    this.warned.delete(key);
-    // Full: the failure logged longest ago is forgotten first.
-    if (this.warned.size >= 100) this.warned.delete(this.warned.keys().next().value as string);
-    this.warned.set(key, now);
+    if (!this.warned.due(key)) return;
     this.log.warn({ type: message.type, messageId: message.id, error: text }, 'message not sent, will retry');
   }
 

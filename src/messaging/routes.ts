@@ -4,7 +4,7 @@ import { Type } from 'typebox';
 import type { AppContext } from '../context.js';
 import { isDatabaseUnavailable } from '../db/database.js';
 import { hotQuery } from '../db/hot-query.js';
-import { AppError } from '../http/errors.js';
+import { AppError, DATABASE_RETRY_AFTER_SECONDS } from '../http/errors.js';
 import { AmbiguousJsonError } from '../http/json.js';
 import { WindowLimiter } from '../http/rate-limit.js';
 import type { App } from '../http/types.js';
@@ -66,7 +66,7 @@ export async function registerMessagingRoutes(app: App, ctx: AppContext): Promis
       if ((error.statusCode ?? 500) < 500) return messagingReply.badRequest(reply, error.message);
       request.log.error({ err: error }, 'messaging request failed');
       // The interface has no 503: the database being unavailable is its 500, with a hint when to retry.
-      if (isDatabaseUnavailable(error)) reply.header('retry-after', '5');
+      if (isDatabaseUnavailable(error)) reply.header('retry-after', String(DATABASE_RETRY_AFTER_SECONDS));
       return messagingReply.internalError(reply);
     });
 

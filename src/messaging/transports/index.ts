@@ -17,8 +17,8 @@ export function createTransports(config: Config, log: FastifyBaseLogger): Transp
       ? new SmppTransport({
           url: config.smppUrl,
           sourceAddr: config.smppSourceAddr,
-          ...(config.smppSourceTon === null ? {} : { sourceAddrTon: config.smppSourceTon }),
-          ...(config.smppSourceNpi === null ? {} : { sourceAddrNpi: config.smppSourceNpi }),
+          sourceAddrTon: config.smppSourceTon ?? undefined,
+          sourceAddrNpi: config.smppSourceNpi ?? undefined,
           logger: log,
         })
       : null,

@@ -1,5 +1,7 @@
 import type { ConnectionOptions } from 'node:tls';
 import smpp from 'smpp';
+import { backoffMs } from '../../jobs/backoff.js';
+import { LogThrottle } from '../../logger.js';
 import { countSegments, encodeGsm7, encodeUcs2 } from '../sms-segments.js';
 import {
   DATA_CODING_GSM,
@@ -135,7 +137,7 @@ export class SmppTransport implements SmsTransport {
   #corked = false;
   #listeners: ReceiptListener[] = [];
   /** Connection trouble logged since the last bind, and when (#newTrouble). */
-  readonly #troubleLogged = new Map<string, number>();
+  readonly #troubleLogged = new LogThrottle();
 
   constructor(options: SmppTransportOptions) {
     this.#server = parseSmppUrl(options.url);
@@ -429,7 +431,7 @@ export class SmppTransport implements SmsTransport {
     // A refused bind (a wrong password) is retried at most every 30 s: some SMSCs lock an
     // account after repeated failed binds. ±20 % jitter keeps instances from retrying together.
     const max = this.#bindRefused === null ? this.#reconnectMaxMs : Math.max(this.#reconnectMaxMs, 30_000);
-    const delay = Math.round(Math.min(max, this.#reconnectMinMs * 2 ** this.#failedAttempts) * (0.8 + Math.random() * 0.4));
+    const delay = backoffMs(this.#reconnectMinMs, this.#failedAttempts + 1, max);
     this.#failedAttempts = Math.min(this.#failedAttempts + 1, 30);
     if (wasBound || this.#newTrouble(`retrying: ${this.#lastError}`)) {
       this.#log?.warn(
@@ -446,12 +448,7 @@ export class SmppTransport implements SmsTransport {
    * every 10 s (30 s for a refused bind) for as long as it lasts; the log says so once a minute, not each time.
    */
   #newTrouble(text: string): boolean {
-    const now = Date.now();
-    if (now - (this.#troubleLogged.get(text) ?? Number.NEGATIVE_INFINITY) < 60_000) return false;
-    // Texts vary (an address, a timeout): the map stays small however long the trouble lasts.
-    if (this.#troubleLogged.size >= 20) this.#troubleLogged.clear();
-    this.#troubleLogged.set(text, now);
-    return true;
+    return this.#troubleLogged.due(text);
   }
 
   #onPdu(session: smpp.Session, pdu: smpp.PDU): void {
