@@ -527,6 +527,11 @@ describe('operator CLI', () => {
 
   test('an unknown option or an amount that is not a decimal number is one line and exit 1', async () => {
     await assert.rejects(cli(['categories', '--bogus', 'x']), refused(/^lipa: Unknown option '--bogus' \(see --help\)$/m));
+    // A value that starts with a dash reads as an option: the refusal says how to write it.
+    await assert.rejects(
+      cli(['merchant', 'list', '--limit', '-1']),
+      refused(/^lipa: --limit needs a value; one that starts with a dash is written --limit=-…$/m),
+    );
     const payer = { phone: uniquePhone(), name: 'CLI payer', pin: '2468' };
     await cli(['payer', 'create', '--phone', payer.phone, '--name', payer.name, '--pin', payer.pin]);
     await assert.rejects(

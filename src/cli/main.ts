@@ -80,10 +80,14 @@ async function run(argv: string[]): Promise<unknown> {
     parsed = parseArgs({ args: argv, allowPositionals: true, options: OPTIONS });
   } catch (error) {
     // Node's first sentence ("Unknown option '--bogus'"); its advice about "--" is not this CLI's.
-    const said = (error as Error).message
+    const message = (error as Error).message;
+    const said = message
       .split(/\.\s/, 1)[0]
       ?.replace(/\s*\n\s*/g, ' ')
       .replace(/\.$/, '');
+    // "--limit -1": a value that starts with a dash reads as another option; say how to give it.
+    const option = /^Option '(--[a-z]+)' argument is ambiguous/.exec(message)?.[1];
+    if (option) throw new UsageError(`${option} needs a value; one that starts with a dash is written ${option}=-…`);
     throw new UsageError(`${said} (see --help)`);
   }
   const { positionals, values } = parsed;
