@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { loadConfig } from '../src/config.js';
+import { openDatabase } from '../src/db/database.js';
 import type { SmppTransport } from '../src/messaging/transports/smpp.js';
 import { call, createPayer, merchantSession } from './helpers/client.js';
-import { type Lipa, startLipa } from './helpers/harness.js';
+import { freshDatabase, type Lipa, startLipa } from './helpers/harness.js';
 import { keysOf, lookup, messageRow, messagingKey, send, sleep, sms, until, waitForStatus } from './helpers/messaging.js';
 import { type SmppPeer, startSmppPeer } from './helpers/smpp-peer.js';
 
@@ -201,5 +202,37 @@ describe('messaging over SMPP', () => {
     const stored = (await messageRow(lipa, row.id)).content;
     assert.ok(!stored.includes(code), stored);
     assert.match(stored, /\*{6}/);
+  });
+});
+
+describe('stopping while submits are on the wire', () => {
+  test('the stop waits for the SMSC to answer each submit_sm: each is recorded sent, none left to be sent again', async () => {
+    const database = await freshDatabase();
+    // Each submit_sm answered 3 s late: the API's 2 s wait answers "queued", and the stop
+    // comes while all ten are on the wire.
+    const peer = await startSmppPeer({ submitDelayMs: 3_000 });
+    try {
+      const lipa = await startLipa({ DATABASE_URL: database.url, SMPP_URL: peer.url });
+      const session = await merchantSession(lipa);
+      const key = (await messagingKey(lipa, session.token)).apiKey;
+      const replies = await Promise.all(
+        Array.from({ length: 10 }, (_, i) =>
+          send(lipa, key, sms({ phone: { country_code: '254', number: `72200${String(i).padStart(4, '0')}` } })),
+        ),
+      );
+      for (const reply of replies) assert.equal(reply.status, 201, reply.text);
+      assert.deepEqual(new Set(replies.map((r) => r.body.data.status)), new Set(['queued']), 'no answer from the SMSC yet');
+      const ids = replies.map((r) => r.body.data.id as string);
+      assert.equal(peer.submitted.length, 10, 'all ten on the wire');
+      await lipa.close();
+
+      const store = await openDatabase(database.url);
+      const rows = await store.db.selectFrom('messages').select(['status', 'attempts']).where('id', 'in', ids).execute();
+      await store.close();
+      assert.deepEqual(new Set(rows.map((m) => `${m.status} ${m.attempts}`)), new Set(['sent 1']), 'each recorded sent after one try');
+    } finally {
+      await peer.close();
+      await database.drop();
+    }
   });
 });
