@@ -211,8 +211,9 @@ describe('stopping while submits are on the wire', () => {
     // Each submit_sm answered 3 s late: the API's 2 s wait answers "queued", and the stop
     // comes while all ten are on the wire.
     const peer = await startSmppPeer({ submitDelayMs: 3_000 });
+    const lipa = await startLipa({ DATABASE_URL: database.url, SMPP_URL: peer.url });
+    let stopped = false;
     try {
-      const lipa = await startLipa({ DATABASE_URL: database.url, SMPP_URL: peer.url });
       const session = await merchantSession(lipa);
       const key = (await messagingKey(lipa, session.token)).apiKey;
       const replies = await Promise.all(
@@ -225,12 +226,14 @@ describe('stopping while submits are on the wire', () => {
       const ids = replies.map((r) => r.body.data.id as string);
       assert.equal(peer.submitted.length, 10, 'all ten on the wire');
       await lipa.close();
+      stopped = true;
 
       const store = await openDatabase(database.url);
       const rows = await store.db.selectFrom('messages').select(['status', 'attempts']).where('id', 'in', ids).execute();
       await store.close();
       assert.deepEqual(new Set(rows.map((m) => `${m.status} ${m.attempts}`)), new Set(['sent 1']), 'each recorded sent after one try');
     } finally {
+      if (!stopped) await lipa.close();
       await peer.close();
       await database.drop();
     }
