@@ -10,6 +10,7 @@ import { ConfigError, loadConfig } from '../src/config.js';
 import { assertError } from './helpers/assertions.js';
 import { call, type MerchantSetup, merchantWithPos, paymentBody } from './helpers/client.js';
 import { freshDatabase, type Lipa, startLipa, type TestDatabase } from './helpers/harness.js';
+import { breakableDatabase } from './helpers/outage.js';
 import { freePort, startLipaProcess } from './helpers/process.js';
 import { type Received, type Receiver, startReceiver } from './helpers/receiver.js';
 
@@ -836,3 +837,48 @@ async function startReceiverOn(port: number): Promise<Receiver> {
       }),
   };
 }
+
+describe('the database lost while a callback is on the wire', () => {
+  test("the receiver's answer is recorded once the database is back: delivered after one attempt, sent once", async () => {
+    const database = await breakableDatabase();
+    const lipa = await startLipa({ DATABASE_URL: database.url });
+    const receiver = await startReceiver();
+    try {
+      // The receiver answers 200 a second after the callback arrives; the database goes when
+      // it arrives and comes back 2.5 s later.
+      let outage: Promise<void> | undefined;
+      receiver.respond = () => {
+        outage ??= (async () => {
+          await database.down(lipa.ctx.store);
+          await sleep(2_500);
+          await database.up(lipa.ctx.store);
+        })();
+        return { status: 200, afterMs: 1_000 };
+      };
+      const merchant = await merchantWithPos(lipa);
+      const payment = await pay(clientFor(lipa.url, merchant), merchant, `${receiver.url}/cb`);
+      await receiver.waitFor(1);
+      await outage;
+      // Within seconds, not after the 20 s lease and a second copy.
+      const { delivery } = await waitForDelivery(
+        lipa.url,
+        merchant.token,
+        payment.paymentIdentifier,
+        `${receiver.url}/cb`,
+        (d) => d.status !== 'pending',
+        5_000,
+      );
+      assert.equal(delivery.status, 'delivered');
+      assert.deepEqual(
+        delivery.history.map((a) => [a.statusCode, a.error]),
+        [[200, null]],
+      );
+      assert.equal(onPath(receiver, '/cb').length, 1, 'sent once');
+      assert.ok(lipa.logs.some((line) => /"level":40.*callback attempts are recorded once it is back/.test(line)));
+    } finally {
+      await receiver.close();
+      await lipa.close();
+      await database.drop();
+    }
+  });
+});

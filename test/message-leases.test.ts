@@ -6,7 +6,23 @@ import { createLogger } from '../src/logger.js';
 import { Messenger } from '../src/messaging/messenger.js';
 import { SmtpTransport } from '../src/messaging/transports/smtp.js';
 import { freshDatabase } from './helpers/harness.js';
+import { breakableDatabase } from './helpers/outage.js';
 import { startSmtpPeer } from './helpers/smtp-peer.js';
+
+/** A merchant's email to `address`, as the messaging API stores it. */
+const emailTo = (address: string) => ({
+  merchant_id: null,
+  messaging_key_id: null,
+  purpose: 'api',
+  type: 'email' as const,
+  email: address,
+  subject: 'Slow server',
+  content_type: 'text' as const,
+  phone_country_code: null,
+  phone_number: null,
+  content: 'Once only',
+  segments: null,
+});
 
 describe('a message on the wire keeps its lease', () => {
   test('a mail server slower than the lease gets the message once, under one Message-ID, recorded once, among failing units', async () => {
@@ -17,26 +33,7 @@ describe('a message on the wire keeps its lease', () => {
     const transport = new SmtpTransport(peer.url, { timeoutMs: 10_000 });
     const messenger = new Messenger(store, createLogger('silent'), { email: transport, sms: null }, Date.now, () => 86_400_000, 900);
     try {
-      const message = await store.write((tx) =>
-        messenger.enqueue(
-          tx,
-          {
-            merchant_id: null,
-            messaging_key_id: null,
-            purpose: 'api',
-            type: 'email',
-            email: 'slow@duka.example',
-            subject: 'Slow server',
-            content_type: 'text',
-            phone_country_code: null,
-            phone_number: null,
-            content: 'Once only',
-            segments: null,
-          },
-          Date.now(),
-          false,
-        ),
-      );
+      const message = await store.write((tx) => messenger.enqueue(tx, emailTo('slow@duka.example'), Date.now(), false));
       // Meanwhile other units keep failing: on SQLite some share a batch with a renewal, which
       // then runs again (group commit re-runs a batch unit by unit when one fails).
       let neighbours = true;
@@ -71,6 +68,47 @@ describe('a message on the wire keeps its lease', () => {
       assert.equal(peer.received.length, 1, 'the server got it once');
       assert.equal(peer.received[0]?.headers['message-id'], `<${message.id}@lipa.local>`);
       assert.equal(sent.provider_id, `<${message.id}@lipa.local>`);
+    } finally {
+      await messenger.close();
+      await peer.close();
+      await store.close();
+      await database.drop();
+    }
+  });
+});
+
+describe('a database outage longer than the lease, the server having answered', () => {
+  test('the outcome is recorded once the database is back, and this process never sends it again meanwhile', async () => {
+    const database = await breakableDatabase();
+    const store = await openDatabase(database.url);
+    // The server answers 0.3 s after the message arrives; a lease lasts 0.9 s; the database
+    // is gone for 2 s from the message's arrival, so the lease runs out during the outage.
+    const peer = await startSmtpPeer({ replyDelayMs: 300 });
+    const transport = new SmtpTransport(peer.url, { timeoutMs: 10_000 });
+    const messenger = new Messenger(store, createLogger('silent'), { email: transport, sms: null }, Date.now, () => 86_400_000, 900);
+    try {
+      const message = await store.write((tx) => messenger.enqueue(tx, emailTo('outage@duka.example'), Date.now(), false));
+      // The worker's loop, faster than the service's; its claims fail while the database is gone.
+      let working = true;
+      const worker = (async () => {
+        while (working) {
+          await messenger.deliverDue().catch(() => undefined);
+          await sleep(50);
+        }
+      })();
+      const deadline = Date.now() + 5000;
+      while (peer.received.length === 0 && Date.now() < deadline) await sleep(10);
+      await database.down(store);
+      await sleep(2000);
+      await database.up(store);
+      // Two more leases' worth of claims after the database is back.
+      await sleep(2000);
+      working = false;
+      await worker;
+      const sent = await store.db.selectFrom('messages').selectAll().where('id', '=', message.id).executeTakeFirstOrThrow();
+      assert.equal(sent.status, 'sent');
+      assert.equal(sent.attempts, 1, 'one try, recorded once');
+      assert.equal(peer.received.length, 1, 'the server got it once');
     } finally {
       await messenger.close();
       await peer.close();

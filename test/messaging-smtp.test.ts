@@ -14,9 +14,11 @@ import {
   messagingKey,
   otpFromPeer,
   send,
+  sleep,
   until,
   waitForStatus,
 } from './helpers/messaging.js';
+import { breakableDatabase } from './helpers/outage.js';
 import { type ReceivedMail, type SmtpPeer, startSmtpPeer } from './helpers/smtp-peer.js';
 
 /**
@@ -374,6 +376,37 @@ describe('stopping during a backlog to a slow mail server', () => {
         await second.close();
       }
     } finally {
+      await peer.close();
+      await database.drop();
+    }
+  });
+});
+
+describe('the database lost while an email is on the wire', () => {
+  test("the server's answer is recorded once the database is back: the API still answers, sent after one try, sent once", async () => {
+    const database = await breakableDatabase();
+    // The server takes the email, then answers 1 s later: the database goes in between.
+    const peer = await startSmtpPeer({ replyDelayMs: 1_000 });
+    const lipa = await startLipa({ DATABASE_URL: database.url, SMTP_URL: peer.url });
+    try {
+      const session = await merchantSession(lipa);
+      const key = (await messagingKey(lipa, session.token)).apiKey;
+      const answer = send(lipa, key, email({ email: 'outage@example.com', subject: 'During an outage' }));
+      await until('the email at the server', () => peer.received.some((m) => m.subject === 'During an outage'));
+      await database.down(lipa.ctx.store);
+      await sleep(1_500);
+      await database.up(lipa.ctx.store);
+
+      // Stored before the outage: the merchant gets the message's id, not a 500 to retry.
+      const reply = await answer;
+      assert.equal(reply.status, 200, reply.text);
+      const id = reply.body.id as string;
+      assert.equal((await waitForStatus(lipa, key, id, ['sent'], 5_000)).status, 'sent');
+      assert.equal((await messageRow(lipa, id)).attempts, 1);
+      assert.equal(peer.received.filter((m) => m.headers['x-lipa-message-id'] === id).length, 1, 'sent once');
+      assert.ok(lipa.logs.some((line) => /"level":40.*attempts are recorded once it is back/.test(line)));
+    } finally {
+      await lipa.close();
       await peer.close();
       await database.drop();
     }

@@ -1,8 +1,10 @@
 import type { Selectable } from 'kysely';
 import { signRequest } from '../client/signing.js';
 import type { AppContext } from '../context.js';
+import { recordThroughOutage } from '../db/record-retry.js';
 import type { CallbackDeliveryTable } from '../db/schema.js';
 import { backoffMs } from '../jobs/backoff.js';
+import { LogThrottle } from '../logger.js';
 import { randomId } from '../security/tokens.js';
 import { type CallbackResult, postCallback } from './transport.js';
 
@@ -21,14 +23,22 @@ const LEASE_MS = 20_000;
 const unfinishedId = (deliveryId: string, leasedUntil: number) => `att_unfinished_${deliveryId}_${leasedUntil}`;
 
 /** The error of an attempt that was never recorded (see deliverDueCallbacks). */
-export const UNFINISHED = 'no outcome recorded: the instance sending it stopped during the attempt (it may have arrived)';
+export const UNFINISHED =
+  'no outcome recorded: the instance sending it stopped, or lost the database, during the attempt (it may have arrived)';
 /** At most this many callbacks in flight per process; a slow receiver holds up only its own. */
 const MAX_IN_FLIGHT = 64;
 let inFlight = 0;
 const running = new Set<Promise<void>>();
 
-/** Resolves when the attempts on the wire are done and recorded (used on shutdown). */
-export async function callbacksInFlight(): Promise<void> {
+/** Services stopping (stopCallbacks): a record that fails now is not tried again. */
+const stopping = new WeakSet<AppContext>();
+const outageLogged = new LogThrottle();
+/** Deliveries whose attempt's outcome waits for the database to come back: never claimed again here meanwhile. */
+const unrecorded = new Set<string>();
+
+/** Resolves when the attempts on the wire are done and recorded, as far as the database lets it (used on shutdown). */
+export async function stopCallbacks(ctx: AppContext): Promise<void> {
+  stopping.add(ctx);
   await Promise.allSettled([...running]);
 }
 
@@ -48,6 +58,7 @@ export async function deliverDueCallbacks(ctx: AppContext): Promise<number> {
       .where('status', '=', 'pending')
       .where('next_attempt_at', '<=', now)
       .where('locked_until', '<=', now)
+      .$if(unrecorded.size > 0, (query) => query.where('id', 'not in', [...unrecorded]))
       .orderBy('next_attempt_at')
       .limit(room)
       .execute();
@@ -113,9 +124,22 @@ async function attempt(ctx: AppContext, delivery: Selectable<CallbackDeliveryTab
     ctx.log.error({ err, deliveryId: delivery.id }, 'callback attempt could not be made');
     result = { statusCode: null, error: `internal error: ${(err as Error).message}`, durationMs: 0 };
   }
-  await record(ctx, delivery, result).catch((err: unknown) =>
-    ctx.log.error({ err, deliveryId: delivery.id }, 'callback attempt not recorded'),
-  );
+  // The receiver has answered: a database outage now must not lose that (the lease would run
+  // out and the callback be sent again), so the record is tried until the database is back.
+  const attemptId = randomId('att_');
+  await recordThroughOutage(
+    () => record(ctx, delivery, result, attemptId),
+    () => stopping.has(ctx),
+    (err) => {
+      // Its lease may run out meanwhile: this process leaves it alone (another instance may
+      // not, once the database is back, if the outage outlasted the lease).
+      unrecorded.add(delivery.id);
+      if (outageLogged.due('record-outage'))
+        ctx.log.warn({ err, deliveryId: delivery.id }, 'database unavailable: callback attempts are recorded once it is back');
+    },
+  )
+    .catch((err: unknown) => ctx.log.error({ err, deliveryId: delivery.id }, 'callback attempt not recorded'))
+    .finally(() => unrecorded.delete(delivery.id));
 }
 
 async function send(ctx: AppContext, delivery: Selectable<CallbackDeliveryTable>): Promise<CallbackResult> {
@@ -150,15 +174,22 @@ async function send(ctx: AppContext, delivery: Selectable<CallbackDeliveryTable>
   });
 }
 
-async function record(ctx: AppContext, delivery: Selectable<CallbackDeliveryTable>, result: CallbackResult): Promise<void> {
+/** Records an attempt under `attemptId`, once: tried again after a commit whose answer was lost, it finds itself there. */
+async function record(
+  ctx: AppContext,
+  delivery: Selectable<CallbackDeliveryTable>,
+  result: CallbackResult,
+  attemptId: string,
+): Promise<void> {
   const ok = result.statusCode !== null && result.statusCode >= 200 && result.statusCode < 300;
   const error = ok ? null : (result.error ?? `HTTP ${result.statusCode}`);
   const now = ctx.now();
   const attempts = await ctx.store.write(async (tx) => {
+    if (await tx.selectFrom('callback_attempts').select('id').where('id', '=', attemptId).executeTakeFirst()) return null;
     await tx
       .insertInto('callback_attempts')
       .values({
-        id: randomId('att_'),
+        id: attemptId,
         delivery_id: delivery.id,
         // When the attempt started: the request went out durationMs before its outcome.
         attempted_at: now - result.durationMs,
@@ -197,5 +228,6 @@ async function record(ctx: AppContext, delivery: Selectable<CallbackDeliveryTabl
       .execute();
     return made;
   });
-  if (!ok) ctx.log.info({ deliveryId: delivery.id, eventId: delivery.event_id, attempts, error }, 'callback attempt failed');
+  if (!ok && attempts !== null)
+    ctx.log.info({ deliveryId: delivery.id, eventId: delivery.event_id, attempts, error }, 'callback attempt failed');
 }

@@ -1,4 +1,4 @@
-import { callbacksInFlight, deliverDueCallbacks } from '../callbacks/worker.js';
+import { deliverDueCallbacks, stopCallbacks } from '../callbacks/worker.js';
 import type { AppContext } from '../context.js';
 import { expireDuePayments } from '../payments/expire.js';
 import { answerForTestPayers, ensureStagingPayers } from '../wallet/staging-payers.js';
@@ -24,7 +24,7 @@ export async function startBackground(ctx: AppContext): Promise<{ stop(): Promis
     async stop() {
       await Promise.all(tasks.map((t) => t.stop()));
       // Callbacks on the wire finish and are recorded before the database closes.
-      await callbacksInFlight();
+      await stopCallbacks(ctx);
     },
   };
 }

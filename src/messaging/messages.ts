@@ -45,8 +45,12 @@ export async function sendMessage(
     ),
   );
   if (stored.status !== 'queued') return { stored, outcome: { status: stored.status, invalidRecipient: false } };
-  // The first attempt starts now; the answer carries its outcome if it comes in time.
-  const attempt = ctx.messenger.sendClaimed(stored);
+  // The first attempt starts now; the answer carries its outcome if it comes in time. The
+  // message is stored whatever happens to the attempt's record: the answer is never an error.
+  const attempt = ctx.messenger.sendClaimed(stored).catch((err: unknown): Attempted => {
+    ctx.log.error({ err, messageId: stored.id }, 'message attempt not recorded');
+    return { status: 'queued', invalidRecipient: false };
+  });
   const timeout = new Promise<Attempted>((resolve) =>
     setTimeout(() => resolve({ status: 'queued', invalidRecipient: false }), FIRST_ATTEMPT_WAIT_MS).unref(),
   );

@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { sql } from 'kysely';
 import type { Db, Tx } from '../db/database.js';
 import { hotQuery } from '../db/hot-query.js';
+import { recordThroughOutage } from '../db/record-retry.js';
 import type { MessageStatus, MessageTable } from '../db/schema.js';
 import { backoffMs } from '../jobs/backoff.js';
 import { LogThrottle } from '../logger.js';
@@ -82,6 +83,10 @@ export class Messenger implements Notifier {
   private readonly renewTimer: NodeJS.Timeout | null;
   private renewal: Promise<void> = Promise.resolve();
   private renewing = false;
+  /** Set by close(): an attempt's record that fails now is not tried again. */
+  private closing = false;
+  /** Messages sent whose outcome waits for the database to come back: never claimed again here meanwhile. */
+  private readonly unrecorded = new Set<string>();
   /** Delivery receipts of SMS: recorded, or kept until their submission is (receipts.ts). */
   private readonly receipts: Receipts;
 
@@ -192,6 +197,7 @@ export class Messenger implements Notifier {
           .where('next_attempt_at', '<=', now)
           .where('locked_until', '<=', now);
         if (own) query = query.where('merchant_id', 'is', null);
+        if (this.unrecorded.size > 0) query = query.where('id', 'not in', [...this.unrecorded]);
         return query.orderBy('next_attempt_at').limit(limit).execute();
       };
       const ids = new Set((await due(true, OWN_PER_TICK)).map((d) => d.id));
@@ -260,30 +266,49 @@ export class Messenger implements Notifier {
       }
     }
     const content = this.redactedAfterSend(message, status);
-    const recorded = await this.store.write((tx) =>
-      hotQuery(
-        tx,
-        'messages.record-attempt',
-        [status, result?.providerId ?? null, attempts, next, 0, lastError, failureReason, content, now, message.id, message.locked_until],
-        () =>
-          tx
-            .updateTable('messages')
-            .set({
-              status,
-              provider_id: result?.providerId ?? null,
-              attempts,
-              next_attempt_at: next,
-              locked_until: 0,
-              last_error: lastError,
-              failure_reason: failureReason,
-              content,
-              updated_at: now,
-            })
-            .where('id', '=', message.id)
-            // Only while this process still holds the lease it sent under.
-            .where('locked_until', '=', message.locked_until),
-      ),
-    );
+    const write = () =>
+      this.store.write((tx) =>
+        hotQuery(
+          tx,
+          'messages.record-attempt',
+          [status, result?.providerId ?? null, attempts, next, 0, lastError, failureReason, content, now, message.id, message.locked_until],
+          () =>
+            tx
+              .updateTable('messages')
+              .set({
+                status,
+                provider_id: result?.providerId ?? null,
+                attempts,
+                next_attempt_at: next,
+                locked_until: 0,
+                last_error: lastError,
+                failure_reason: failureReason,
+                content,
+                updated_at: now,
+              })
+              .where('id', '=', message.id)
+              // Only while this process still holds the lease it sent under.
+              .where('locked_until', '=', message.locked_until),
+        ),
+      );
+    // The server has its answer: a database outage now must not lose it (the lease would run
+    // out and the message go out again), so the record is tried until the database is back.
+    // Its lease may run out meanwhile: this process's worker leaves it alone (another instance
+    // may not, once the database is back, if the outage outlasted the lease).
+    let recorded: Awaited<ReturnType<typeof write>>;
+    try {
+      recorded = await recordThroughOutage(
+        write,
+        () => this.closing,
+        (err) => {
+          this.unrecorded.add(message.id);
+          if (this.warned.due('record-outage'))
+            this.log.warn({ err, messageId: message.id }, 'database unavailable: attempts are recorded once it is back');
+        },
+      );
+    } finally {
+      this.unrecorded.delete(message.id);
+    }
     if (Number(recorded.numAffectedRows ?? 0n) === 0) {
       // The lease ran out first (this process stalled): whoever holds it now sets the state.
       this.log.warn({ messageId: message.id, status }, 'message attempt not recorded: its lease had run out');
@@ -402,6 +427,7 @@ export class Messenger implements Notifier {
    * for minutes after a SIGTERM; every attempt's outcome is recorded before this resolves.
    */
   async close(): Promise<void> {
+    this.closing = true;
     const transportsClosed = Promise.allSettled([this.transports.email?.close(), this.transports.sms?.close()]);
     await Promise.allSettled([...this.running]);
     for (const closed of await transportsClosed) {

@@ -24,9 +24,9 @@ export interface Receiver {
   /**
    * The status to answer with; null holds the request open, unanswered (a receiver that
    * hangs); `{status, unfinished: true}` sends the status line and a first chunk of body,
-   * and never ends it.
+   * and never ends it; `{status, afterMs}` answers that status after a while (a slow receiver).
    */
-  respond: (request: Received, index: number) => number | null | { status: number; unfinished: true };
+  respond: (request: Received, index: number) => number | null | { status: number; unfinished: true } | { status: number; afterMs: number };
   /** Resolves when at least `count` requests have arrived (rejects after `timeoutMs`). */
   waitFor(count: number, timeoutMs?: number): Promise<Received[]>;
   close(): Promise<void>;
@@ -64,6 +64,8 @@ export async function startReceiver(options: { https?: boolean } = {}): Promise<
         entry.closedAt = Date.now();
       });
       if (typeof status === 'number') res.writeHead(status, { 'content-type': 'text/plain' }).end('ok');
+      else if (status !== null && 'afterMs' in status)
+        setTimeout(() => res.writeHead(status.status, { 'content-type': 'text/plain' }).end('ok'), status.afterMs);
       else if (status !== null) res.writeHead(status.status, { 'content-type': 'text/plain' }).write('partial');
     });
   };
