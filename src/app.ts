@@ -43,12 +43,12 @@ export async function buildApp(ctx: AppContext): Promise<App> {
       if (docs) return { schema: { ...schema, response: docs }, url };
       // The answers any request body can get from the framework, even on a route that takes
       // none: too large, not JSON (the signed endpoints answer that with 422 after the
-      // signature), or JSON that does not parse or reads two ways. And on every API route,
-      // 503 database_unavailable.
+      // signature), or JSON that does not parse or reads two ways. And 503: on every route
+      // while the instance stops, and on every API route database_unavailable.
       if (!schema) return { schema, url };
       const takesBody = [route.method].flat().some((m) => BODY_METHODS.has(m));
       const body = !takesBody ? {} : route.config?.signed ? errors(413, 422) : errors(413, 415, 422);
-      const unavailable = url.startsWith('/api/') ? errors(503) : {};
+      const unavailable = errors(503);
       return { schema: { ...schema, response: { ...unavailable, ...body, ...(schema.response as object) } }, url };
     },
     openapi: {

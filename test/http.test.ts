@@ -128,6 +128,9 @@ describe('HTTP hygiene', () => {
     assert.match(head, /^HTTP\/1\.1 400 Bad Request\r\n/, answer);
     const requestId = /\r\nX-Request-Id: ([0-9a-f-]{36})\r\n/i.exec(head)?.[1];
     assert.ok(requestId, head);
+    // The headers every answer has, also when the answer is written before any route.
+    assert.match(head, /\r\nX-Content-Type-Options: nosniff\r\n/i, head);
+    assert.match(head, /\r\nReferrer-Policy: no-referrer\r\n/i, head);
     assert.deepEqual(JSON.parse(body), { error: { code: 'malformed_request', message }, requestId });
   };
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { Agent, request as httpRequest } from 'node:http';
-import { createServer } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
@@ -323,5 +323,47 @@ describe('the service process', () => {
     // Its keep-alive connection is closed once answered, not held for the 72 s keep-alive timeout.
     assert.ok(Date.now() - answeredAt < 10_000, `exited ${Date.now() - answeredAt} ms after the answer`);
     await assert.rejects(fetch(`${url}/health`), 'no longer listening');
+  });
+
+  test('a request that comes on an open connection while it stops gets a 503 stopping with Retry-After, in the API shape', async () => {
+    const database = await freshDatabase();
+    databases.push(database);
+    const port = await freePort();
+    const child = spawn(process.execPath, MAIN, {
+      env: { PATH: process.env.PATH ?? '', PORT: String(port), MOCK_PORT: '0', DATABASE_URL: database.url, ADMIN_TOKEN, LOG_LEVEL: 'warn' },
+      stdio: ['ignore', 'ignore', 'ignore'],
+    });
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    await waitUntilUp(`http://127.0.0.1:${port}`, child);
+    // One connection: a login whose body is still arriving when SIGTERM comes, then, pipelined
+    // behind it, a second request, which the server reads only once it is stopping.
+    const socket = connect(port, '127.0.0.1');
+    let answers = '';
+    socket.setEncoding('latin1').on('data', (chunk: string) => {
+      answers += chunk;
+    });
+    const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+    const body = JSON.stringify({ login: 'nobody@x.example', password: 'not the password' });
+    socket.write(
+      `POST /api/v1/authorization HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body.slice(0, 10)}`,
+    );
+    await new Promise((r) => setTimeout(r, 150));
+    child.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 150));
+    socket.write(`${body.slice(10)}GET /api/v1/points-of-sale HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`);
+    await closed;
+    assert.equal(await exited, 0);
+
+    const [first, second] = answers.split(/(?=HTTP\/1\.1 )/);
+    assert.match(first ?? '', /^HTTP\/1\.1 401 /, 'the request in flight is answered');
+    const [head = '', json = ''] = (second ?? '').split('\r\n\r\n');
+    assert.match(head, /^HTTP\/1\.1 503 /, answers);
+    assert.match(head, /\r\nretry-after: 1\r\n/i);
+    assert.match(head, /\r\nconnection: close\r\n/i);
+    const requestId = /\r\nx-request-id: ([^\r]+)/i.exec(head)?.[1];
+    assert.deepEqual(JSON.parse(json), {
+      error: { code: 'stopping', message: 'This instance is stopping and did nothing with the request; send it again.' },
+      requestId,
+    });
   });
 });

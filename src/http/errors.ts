@@ -38,6 +38,7 @@ const STATUS = {
   rate_limited: 429,
   internal_error: 500,
   not_ready: 503,
+  stopping: 503,
   database_unavailable: 503,
 } as const satisfies Record<string, number>;
 

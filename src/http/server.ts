@@ -102,7 +102,8 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
         const body = JSON.stringify(errorBody(refusal, requestId));
         socket.write(
           `HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-            `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`,
+            `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\n` +
+            `X-Content-Type-Options: nosniff\r\nReferrer-Policy: no-referrer\r\nConnection: close\r\n\r\n${body}`,
         );
       }
       socket.destroy(error);
@@ -123,7 +124,8 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
     },
     ajv: { customOptions: { coerceTypes: false, removeAdditional: false, allErrors: true } },
-    return503OnClosing: true,
+    // A request that comes while the server closes gets the API's own answer (onRequest below).
+    return503OnClosing: false,
     forceCloseConnections: 'idle',
   }).withTypeProvider<TypeBoxTypeProvider>();
 
@@ -196,6 +198,13 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
     return sendError(reply, new AppError('not_found', message));
   };
 
+  // Set once close() is called (SIGTERM): requests still arriving on open connections are refused.
+  let closing = false;
+  app.addHook('preClose', (done) => {
+    closing = true;
+    done();
+  });
+
   // Every request passes here: a callback hook, which costs Fastify less than an async one.
   app.addHook('onRequest', (request, reply, done) => {
     reply.header('x-request-id', request.id);
@@ -203,6 +212,14 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
     reply.header('referrer-policy', 'no-referrer');
     if (options.strictTransport) reply.header('strict-transport-security', 'max-age=31536000');
     if (request.url.startsWith('/api/')) reply.header('cache-control', 'no-store');
+    // Stopping: nothing of the request is done (its nonce is not used up), and the connection
+    // closes so that the client's next try opens a new one, to another instance or a restart.
+    if (closing) {
+      reply.header('connection', 'close');
+      reply.header('retry-after', '1');
+      if (isMessagingPath(pathOf(request.url))) return void messagingReply.internalError(reply);
+      return void sendError(reply, new AppError('stopping', 'This instance is stopping and did nothing with the request; send it again.'));
+    }
     // HTTP/1.1 needs exactly one Host (RFC 9112 §3.2), and merchants sign the host they called.
     if (request.raw.httpVersion !== '1.0' && hostCount(request.raw.rawHeaders) !== 1) {
       reply.header('connection', 'close');
