@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
+import { isSmppSourceAddr } from './messaging/transports/smpp-url.js';
 
 /** Every setting of CONTRACT §1, parsed once at start. */
 export interface Config {
@@ -113,7 +114,7 @@ export function loadConfig(env: Env = process.env): Config {
     smtpUrl: transportUrl(env, 'SMTP_URL', ['smtp:', 'smtps:']),
     smtpFrom: env.SMTP_FROM || DEFAULT_SMTP_FROM,
     smppUrl: transportUrl(env, 'SMPP_URL', ['smpp:', 'smpps:']),
-    smppSourceAddr: env.SMPP_SOURCE_ADDR || 'LIPA',
+    smppSourceAddr: smppSourceAddr(env.SMPP_SOURCE_ADDR || 'LIPA'),
     smppSourceTon: byte(env, 'SMPP_SOURCE_TON'),
     smppSourceNpi: byte(env, 'SMPP_SOURCE_NPI'),
     logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info'),
@@ -158,6 +159,15 @@ function bool(env: Env, name: string, fallback: boolean): boolean {
   if (value === 'true' || value === '1') return true;
   if (value === 'false' || value === '0') return false;
   throw new ConfigError(`${name} must be true or false (got "${value}")`);
+}
+
+function smppSourceAddr(value: string): string {
+  if (!isSmppSourceAddr(value)) {
+    throw new ConfigError(
+      `SMPP_SOURCE_ADDR must be a number (digits, + allowed) or a sender id of 1-11 printable ASCII characters (got "${value}")`,
+    );
+  }
+  return value;
 }
 
 function transportUrl(env: Env, name: string, protocols: string[]): string | null {

@@ -102,6 +102,14 @@ describe('messaging over SMPP', () => {
     assert.deepEqual([loadConfig({}).smppSourceTon, loadConfig({}).smppSourceNpi], [null, null]);
   });
 
+  test('SMPP_SOURCE_ADDR is checked at start, with or without SMPP_URL, and the refusal names it', () => {
+    for (const bad of ['TOOLONGSENDERID', 'é', 'Duka\tBora']) {
+      assert.throws(() => loadConfig({ SMPP_SOURCE_ADDR: bad }), /^Error: SMPP_SOURCE_ADDR must be a number .* \(got ".*"\)$/, bad);
+    }
+    for (const good of ['LIPA', 'Duka Bora', '22555', '+254700000000'])
+      assert.equal(loadConfig({ SMPP_SOURCE_ADDR: good }).smppSourceAddr, good);
+  });
+
   test('a number written with its trunk prefix goes out in international form', async () => {
     // 0722000555 is how Kenyans write +254 722000555; sent as 2540722000555 it would reach nobody.
     for (const [countryCode, number, destination] of [

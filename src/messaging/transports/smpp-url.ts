@@ -8,6 +8,9 @@ export interface SmppUrl {
   password: string;
 }
 
+/** SMPP_SOURCE_ADDR: a number (digits, perhaps after +) or an alphanumeric sender id of 1-11 printable ASCII characters. */
+export const isSmppSourceAddr = (value: string): boolean => /^\+?[0-9]{1,20}$/.test(value) || /^[\x20-\x7e]{1,11}$/.test(value);
+
 const URL_SHAPE = 'smpp://system_id:password@host:2775 (smpps:// for TLS)';
 
 /**

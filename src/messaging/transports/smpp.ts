@@ -16,7 +16,7 @@ import {
   TON_INTERNATIONAL,
   TON_NETWORK_SPECIFIC,
 } from './smpp-protocol.js';
-import { describeSmppUrl, parseSmppUrl, type SmppUrl } from './smpp-url.js';
+import { describeSmppUrl, isSmppSourceAddr, parseSmppUrl, type SmppUrl } from './smpp-url.js';
 import {
   type DeliveryReceipt,
   type OutboundSms,
@@ -144,9 +144,8 @@ export class SmppTransport implements SmsTransport {
     this.target = describeSmppUrl(this.#server);
     const source = options.sourceAddr ?? 'LIPA';
     const numeric = /^\+?[0-9]{1,20}$/.test(source);
-    if (!numeric && !/^[\x20-\x7e]{1,11}$/.test(source)) {
+    if (!isSmppSourceAddr(source))
       throw new Error(`SMPP source address must be digits or 1-11 printable ASCII characters (got "${source}")`);
-    }
     this.#sourceAddr = numeric ? source.replace(/^\+/, '') : source;
     // Digits alone, at most 8 and without a plus, are a short code (e.g. 22555): it is no
     // international number (+22555 would be Côte d'Ivoire's 225 and "55"), so it goes as a
