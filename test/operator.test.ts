@@ -6,7 +6,7 @@ import { loadConfig } from '../src/config.js';
 import { accountId, balanceOf, CASH_IN_OWNER, checkLedger } from '../src/ledger/ledger.js';
 import { assertError, assertIso } from './helpers/assertions.js';
 import { admin, call, createMerchant, createPayer, login, unique, uniquePhone } from './helpers/client.js';
-import { ADMIN_TOKEN, type Lipa, startLipa } from './helpers/harness.js';
+import { ADMIN_TOKEN, freshDatabase, type Lipa, startLipa } from './helpers/harness.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const ROOT = new URL('..', import.meta.url).pathname;
@@ -474,6 +474,31 @@ describe('operator CLI', () => {
       env: { ...process.env, DATABASE_URL: lipa.databaseUrl, ADMIN_TOKEN: 'cli-admin-token-0123456789', LIPA_ENV: 'staging' },
       timeout: 30_000,
     });
+
+  test('on a staging database the service never served, the test payers are there already', async () => {
+    const database = await freshDatabase();
+    try {
+      const onFresh = (args: string[]) =>
+        run(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
+          cwd: ROOT,
+          env: { ...process.env, DATABASE_URL: database.url, ADMIN_TOKEN: 'cli-admin-token-0123456789', LIPA_ENV: 'staging' },
+          timeout: 30_000,
+        });
+      await assert.rejects(
+        onFresh(['payer', 'deposit', '--phone', '254708000004', '--amount', '5']),
+        refused(/^lipa: Staging test payer 254708000004 always has no money/m),
+      );
+      const payers = JSON.parse((await onFresh(['payer', 'list'])).stdout) as Array<{ phone: string }>;
+      for (const phone of ['254708000001', '254708000002', '254708000003', '254708000004']) {
+        assert.ok(
+          payers.some((p) => p.phone === phone),
+          phone,
+        );
+      }
+    } finally {
+      await database.drop();
+    }
+  });
 
   test('--help exits 0 and lists the commands', async () => {
     const { stdout } = await cli(['--help']);

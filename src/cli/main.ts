@@ -4,6 +4,7 @@ import { loadConfig } from '../config.js';
 import { createContext } from '../context.js';
 import { openDatabase } from '../db/database.js';
 import { createLogger } from '../logger.js';
+import { ensureStagingPayers } from '../wallet/staging-payers.js';
 
 /** The operator CLI: the same operations as the operator API, on the configured database. */
 const HELP = `Usage: npm run lipa -- <command> [options]
@@ -170,7 +171,10 @@ async function run(argv: string[]): Promise<unknown> {
   const store = await openDatabase(config.databaseUrl, { poolSize: config.databasePoolSize });
   try {
     if (request === null) return { migrated: true, database: store.dialect, applied: store.migrationsApplied };
-    const app = await buildApp(createContext({ config, store, log: createLogger('warn') }));
+    const ctx = createContext({ config, store, log: createLogger('warn') });
+    // The staging test payers are in every staging database, also one the service never served.
+    if (config.env === 'staging') await ensureStagingPayers(ctx);
+    const app = await buildApp(ctx);
     try {
       const reply = await app.inject({
         method: request.method,
