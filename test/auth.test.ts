@@ -194,9 +194,20 @@ describe('Sessions: endpoints 1 and 2 (staging)', () => {
   test('after 5 wrong OTPs the right one is refused too', async () => {
     const merchant = await createMerchant(lipa);
     const { otp } = await loginForOtp(lipa, merchant.login, merchant.password, merchant.login);
+    const said: string[] = [];
     for (const wrong of wrongOtps(otp, 5)) {
-      assertError(await confirm(lipa, merchant.login, wrong), 401, 'invalid_otp');
+      const reply = await confirm(lipa, merchant.login, wrong);
+      assertError(reply, 401, 'invalid_otp');
+      said.push(reply.body.error.message);
     }
+    // Each refusal says how many tries are left, the last that the code is dead.
+    assert.deepEqual(said, [
+      'The code is wrong: check it and try again (4 tries left), or log in again for a new one.',
+      'The code is wrong: check it and try again (3 tries left), or log in again for a new one.',
+      'The code is wrong: check it and try again (2 tries left), or log in again for a new one.',
+      'The code is wrong: check it and try again (1 try left), or log in again for a new one.',
+      'The code is wrong, and that was its last try: log in again for a new one.',
+    ]);
     assertError(await confirm(lipa, merchant.login, otp), 401, 'invalid_otp');
     // The staging OTP does not revive a dead challenge either.
     assertError(await confirm(lipa, merchant.login, STAGING_OTP), 401, 'invalid_otp');

@@ -48,7 +48,15 @@ export async function confirmOtp(ctx: AppContext, input: { login: string; otp: s
         .where('consumed_at', 'is', null)
         .execute(),
     );
-    throw invalidOtp();
+    // Whoever typed it learns how many tries the code has left (it is theirs: they have just
+    // passed endpoint 1), and when none are left that only a new login helps.
+    const left = MAX_OTP_ATTEMPTS - challenge.attempts - 1;
+    throw new AppError(
+      'invalid_otp',
+      left > 0
+        ? `The code is wrong: check it and try again (${left} ${left === 1 ? 'try' : 'tries'} left), or log in again for a new one.`
+        : 'The code is wrong, and that was its last try: log in again for a new one.',
+    );
   }
   // Consume conditionally: of two concurrent confirmations with one OTP, exactly one wins.
   const session = await ctx.store.write(async (tx) => {
