@@ -161,6 +161,21 @@ describe('HTTP hygiene', () => {
       assert.equal(reply.body.error.code, 'invalid_json', raw);
       assert.ok(reply.body.error.message.includes(why), `${raw}: ${reply.body.error.message}`);
     }
+    // The answer names the member, as a validation error does.
+    for (const [raw, field] of [
+      ['{"login":"a@b.c","password":"x","login":"c@d.e"}', 'login'],
+      ['{"payer":{"method":"phone","value":"1\\u0000"},"login":"a@b.c"}', 'payer.value'],
+      ['{"login":"a@b.c","password":"x","urls":[{"a":1},{"a":1e400}]}', 'urls.1.a'],
+    ] as const) {
+      const reply = await call(lipa.url, 'POST', '/api/v1/authorization', { raw });
+      assert.equal(reply.body.error.code, 'invalid_json', raw);
+      assert.deepEqual(
+        reply.body.error.details.map((d: { field: string }) => d.field),
+        [field],
+        raw,
+      );
+      assert.ok(reply.body.error.message.endsWith(` (at ${field})`), reply.body.error.message);
+    }
     // Not ambiguous: one name in two objects, a surrogate pair, an escaped backslash before "ud800".
     for (const raw of [
       '{"a":{"login":1},"login":"a@b.c","password":"x"}',

@@ -17,11 +17,22 @@ const EXACT_DIGITS = 15;
  */
 export class AmbiguousJsonError extends AppError {
   constructor(
-    problem: string,
+    problem: Problem,
     readonly parsed: unknown,
   ) {
-    super('invalid_json', `The body is not acceptable JSON: ${problem}`);
+    const at = problem.field === '' ? '' : ` (at ${problem.field})`;
+    super(
+      'invalid_json',
+      `The body is not acceptable JSON: ${problem.says}${at}`,
+      problem.field === '' ? undefined : [{ field: problem.field, message: problem.says }],
+    );
   }
+}
+
+/** What is wrong, and where: the member's path (`payer.value`, `items.0`), empty at the top. */
+interface Problem {
+  says: string;
+  field: string;
 }
 
 /**
@@ -54,9 +65,12 @@ export function parseStrictJson(body: Uint8Array): unknown {
  * its structure), or null. One pass; member names are only sliced out when an object has
  * more than one.
  */
-function ambiguity(text: string): string | null {
-  // One frame per open container: the names seen so far in an object, null for an array.
+function ambiguity(text: string): Problem | null {
+  // One frame per open container: the names seen so far in an object, null for an array;
+  // and where the scan is in each: the member's name, or the element's index.
   const frames: Array<Set<string> | null> = [];
+  const path: Array<string | number> = [];
+  const at = (says: string): Problem => ({ says, field: path.join('.') });
   let expectName = false;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
@@ -71,24 +85,29 @@ function ambiguity(text: string): string | null {
       }
       // Only an escape can make a lone surrogate: the text came from strict UTF-8.
       const value = escaped ? (JSON.parse(text.slice(start, i + 1)) as string) : null;
-      if (value !== null && LONE_SURROGATE.test(value)) return `the string ${text.slice(start, i + 1)} has a lone surrogate`;
-      if (value?.includes('\u0000')) return `the string ${text.slice(start, i + 1)} has a NUL character (\\u0000)`;
       if (expectName) {
         expectName = false;
         const names = frames[frames.length - 1] as Set<string>;
         const name = value ?? text.slice(start + 1, i);
-        if (names.has(name)) return `the member ${JSON.stringify(name)} appears twice in one object`;
+        path[path.length - 1] = name;
+        if (names.has(name)) return at(`the member ${JSON.stringify(name)} appears twice in one object`);
         names.add(name);
       }
+      if (value !== null && LONE_SURROGATE.test(value)) return at(`the string ${text.slice(start, i + 1)} has a lone surrogate`);
+      if (value?.includes('\u0000')) return at(`the string ${text.slice(start, i + 1)} has a NUL character (\\u0000)`);
     } else if (c === 0x7b) {
       frames.push(new Set());
+      path.push('');
       expectName = true;
     } else if (c === 0x5b) {
       frames.push(null);
+      path.push(0);
     } else if (c === 0x7d || c === 0x5d) {
       frames.pop();
+      path.pop();
     } else if (c === 0x2c) {
       expectName = frames[frames.length - 1] !== null;
+      if (!expectName) path[path.length - 1] = (path[path.length - 1] as number) + 1;
     } else if (c === 0x2d || (c >= 0x30 && c <= 0x39)) {
       const start = i;
       let exponent = false;
@@ -98,13 +117,13 @@ function ambiguity(text: string): string | null {
       }
       // A shorter token cannot have too many digits: most numbers are not sliced out.
       if (i + 1 - start > EXACT_DIGITS && significantDigits(text.slice(start, i + 1)) > EXACT_DIGITS)
-        return `the number ${text.slice(start, i + 1)} has more than ${EXACT_DIGITS} significant digits, more than can be read exactly`;
+        return at(`the number ${text.slice(start, i + 1)} has more than ${EXACT_DIGITS} significant digits, more than can be read exactly`);
       // Only an exponent takes a number out of a double's range (1e400 would be Infinity, 1e-400 zero).
       if (exponent) {
         const token = text.slice(start, i + 1);
         const value = Number(token);
         if (!Number.isFinite(value) || (value === 0 && significantDigits(token) > 0))
-          return `the number ${token} is out of the range a number can have here`;
+          return at(`the number ${token} is out of the range a number can have here`);
       }
     }
   }
