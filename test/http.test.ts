@@ -403,8 +403,8 @@ describe('authentication comes before the body', () => {
     const token = await payerToken(lipa, payer);
     for (const action of ['accept', 'decline']) {
       const reply = await call(lipa.url, 'POST', `/api/v1/wallet/payments/${long}/${action}`, { token, body: { pin: payer.pin } });
-      assert.equal(reply.status, 409, `${action}: ${reply.text.slice(0, 200)}`);
-      assert.equal(reply.body.error.code, 'payment_not_pending');
+      assert.equal(reply.status, 404, `${action}: ${reply.text.slice(0, 200)}`);
+      assert.equal(reply.body.error.code, 'not_found');
     }
   });
 

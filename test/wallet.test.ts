@@ -63,6 +63,12 @@ function assertNotPending(reply: Reply, what: string) {
   assert.equal(reply.body.error.code, 'payment_not_pending', what);
 }
 
+/** Unknown, or another payer's: one answer for both. */
+function assertNotFound(reply: Reply, what: string) {
+  assert.equal(reply.status, 404, `${what}: ${reply.text}`);
+  assert.equal(reply.body.error.code, 'not_found', what);
+}
+
 /** A ledger account's balance in minor units (0 when it does not exist). */
 async function ledger(lipa: Lipa, kind: 'wallet' | 'merchant', ownerId: string): Promise<number> {
   return (await balanceOf(lipa.ctx.store.db, accountId(kind, ownerId))) ?? 0;
@@ -334,14 +340,21 @@ describe('wallet: accept and decline', () => {
     assert.equal(await paymentTransactions(lipa, paid.paymentIdentifier), 1);
   });
 
-  test("another payer's payment: 409 to accept and decline, and it stays pending", async () => {
+  test("another payer's payment: 404 to accept and decline, as an unknown one, and it stays pending", async () => {
     const owner = await createPayer(lipa, { balance: 100 });
     const other = await createPayer(lipa, { balance: 100 });
     const otherToken = await payerToken(lipa, other);
     const payment = await pay(s, receiver, owner.phone, 10);
 
-    assertNotPending(await accept(lipa, otherToken, payment.paymentIdentifier, other.pin), "accept of another payer's payment");
-    assertNotPending(await decline(lipa, otherToken, payment.paymentIdentifier), "decline of another payer's payment");
+    const foreign = await accept(lipa, otherToken, payment.paymentIdentifier, other.pin);
+    assertNotFound(foreign, "accept of another payer's payment");
+    assertNotFound(await decline(lipa, otherToken, payment.paymentIdentifier), "decline of another payer's payment");
+    // Word for word the answer to an id that does not exist.
+    const unknown = await accept(lipa, otherToken, 'pay_doesnotexist', other.pin);
+    assert.equal(
+      foreign.body.error.message.replace(payment.paymentIdentifier, 'ID'),
+      unknown.body.error.message.replace('pay_doesnotexist', 'ID'),
+    );
     const status = await statusOf(s, payment.paymentIdentifier);
     assert.equal(status.status, 'pending');
     assert.equal(status.updatedAt, payment.updatedAt);
@@ -372,11 +385,11 @@ describe('wallet: accept and decline', () => {
     assert.equal(await walletBalance(lipa, token), 8500);
   });
 
-  test('an unknown payment answers 409 too', async () => {
+  test('an unknown payment answers 404', async () => {
     const payer = await createPayer(lipa);
     const token = await payerToken(lipa, payer);
-    assertNotPending(await accept(lipa, token, 'pay_doesnotexist', payer.pin), 'accept of an unknown payment');
-    assertNotPending(await decline(lipa, token, 'pay_doesnotexist'), 'decline of an unknown payment');
+    assertNotFound(await accept(lipa, token, 'pay_doesnotexist', payer.pin), 'accept of an unknown payment');
+    assertNotFound(await decline(lipa, token, 'pay_doesnotexist'), 'decline of an unknown payment');
   });
 });
 
@@ -888,10 +901,10 @@ describe('wallet: ledger property test', () => {
             ? await accept(lipa, stranger.token, payment.id, stranger.fixture.pin)
             : await decline(lipa, stranger.token, payment.id);
           trace.push(`${step}: refused answer to ${payment.id} (${payment.status}) → ${reply.status}`);
-          assertNotPending(
-            reply,
-            at(`answer to ${payment.id} (${payment.status}, by ${stranger === payment.payer ? 'owner' : 'stranger'})`),
-          );
+          // The owner hears it is no longer pending; a stranger that there is no such payment.
+          const what = at(`answer to ${payment.id} (${payment.status}, by ${stranger === payment.payer ? 'owner' : 'stranger'})`);
+          if (stranger === payment.payer) assertNotPending(reply, what);
+          else assertNotFound(reply, what);
           if (accepting) stranger.wrongPins = 0; // the right PIN was checked: the failure count is reset
         } else {
           trace.push(`${step}: wait for expiries`);

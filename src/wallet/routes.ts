@@ -45,7 +45,7 @@ export function registerWalletRoutes(app: App, ctx: AppContext): void {
         summary: 'Approve a pending payment with the wallet PIN',
         params: PaymentParams,
         body: AcceptBody,
-        response: { 200: Answer, ...errors(401, 403, 409, 422) },
+        response: { 200: Answer, ...errors(401, 403, 404, 409, 422) },
       },
     },
     async (request) => {
@@ -65,7 +65,7 @@ export function registerWalletRoutes(app: App, ctx: AppContext): void {
         security,
         summary: 'Decline a pending payment',
         params: PaymentParams,
-        response: { 200: Answer, ...errors(401, 403, 409) },
+        response: { 200: Answer, ...errors(401, 403, 404, 409) },
       },
     },
     async (request) => {

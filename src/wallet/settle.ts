@@ -9,7 +9,8 @@ import { testPayerOf } from './staging-payers.js';
  * The payer's answer to a pending payment. Accepting debits the payer and credits the
  * merchant in one ledger transaction, in the same database transaction as the status change
  * and its callback event; with too little money the payment is declined (insufficient_funds)
- * instead. Declining moves no money. A payment that is no longer pending answers 409.
+ * instead. Declining moves no money. A payment that is no longer pending answers 409; an
+ * unknown one, or another payer's, 404.
  */
 export async function settlePayment(
   ctx: AppContext,
@@ -57,7 +58,19 @@ export async function settlePayment(
     await emitStatusChange(tx, result, now);
     return result;
   });
-  if (!settled)
-    throw new AppError('payment_not_pending', `Payment ${paymentId} is not pending for you (already answered, expired, or not yours).`);
+  if (!settled) {
+    // Unknown and another payer's alike are 404 (nothing said of other payers' payments);
+    // the payer's own that is no longer pending is 409.
+    const own = await ctx.store.db
+      .selectFrom('payments')
+      .select('status')
+      .where('id', '=', paymentId)
+      .where('payer_id', '=', payerId)
+      .executeTakeFirst();
+    if (!own) throw new AppError('not_found', `No payment ${paymentId} for this wallet.`);
+    // Still pending on record, past its expiry: the sweep has not come yet.
+    const now = own.status === 'pending' ? 'expired' : own.status;
+    throw new AppError('payment_not_pending', `Payment ${paymentId} can no longer be answered: it is ${now}.`);
+  }
   return settled;
 }
