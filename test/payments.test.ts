@@ -372,6 +372,20 @@ describe('payment request validation', () => {
     });
   }
 
+  test('several fields wrong at once → one 422 naming each of them, the first in the message', async () => {
+    const body = withField(
+      withField(withField(withField(base(), 'currency', 'USD'), 'amount', 1.005), 'payer.value', '+254708123456'),
+      'description',
+      'Two\u001b[2J items',
+    );
+    const reply = await create(client, body);
+    assert.equal(reply.status, 422, JSON.stringify(reply.body));
+    assert.equal(reply.body.error.code, 'validation_failed');
+    const fields = (reply.body.error.details as { field: string }[]).map((d) => d.field);
+    assert.deepEqual(fields, ['currency', 'amount', 'description', 'payer.value']);
+    assert.equal(reply.body.error.message, `currency ${reply.body.error.details[0].message}`);
+  });
+
   test('malformed JSON → 422, nothing created', async () => {
     const count = await paymentRows(lipa);
     const body = '{"terminalId": "T1", "amount": 10,';

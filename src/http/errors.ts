@@ -105,6 +105,31 @@ export function validationError(field: string, message: string): AppError {
   return new AppError('validation_failed', `${field} ${message}`, [{ field, message }]);
 }
 
+/**
+ * Field rules run one after another, so that one refusal names every field at fault (as the
+ * schema's does): a rule's validation_failed is kept, anything else thrown at once.
+ */
+export class FieldChecks {
+  readonly #found: FieldError[] = [];
+
+  /** Runs `rule`: its value, or undefined when it refused (kept for done()). */
+  run<T>(rule: () => T): T | undefined {
+    try {
+      return rule();
+    } catch (error) {
+      if (!(error instanceof AppError) || error.code !== 'validation_failed' || !error.details) throw error;
+      this.#found.push(...error.details);
+      return undefined;
+    }
+  }
+
+  /** Throws validation_failed with every refusal kept, the first in the message. */
+  done(): void {
+    const [first] = this.#found;
+    if (first) throw new AppError('validation_failed', `${first.field} ${first.message}`, this.#found);
+  }
+}
+
 /** The one error body of CONTRACT §9. */
 export function errorBody(error: AppError, requestId: string): ErrorBody {
   return {

@@ -4,7 +4,7 @@ import type { AppContext } from '../context.js';
 import { lockPhone, type Tx } from '../db/database.js';
 import { hotQuery } from '../db/hot-query.js';
 import type { PaymentTable } from '../db/schema.js';
-import { AppError, assertText, validationError } from '../http/errors.js';
+import { AppError, assertText, FieldChecks, validationError } from '../http/errors.js';
 import { CURRENCY, toMinorUnits } from '../ledger/money.js';
 import { assertHttpUrl } from '../pos/points-of-sale.js';
 import { randomId } from '../security/tokens.js';
@@ -19,25 +19,37 @@ export const SUPPORTED_CURRENCIES: readonly string[] = [CURRENCY];
 
 type Body = Static<typeof CreatePaymentBody>;
 
-/** Field rules a JSON schema cannot say; the body names the field (422). */
+/** Field rules a JSON schema cannot say; the body names every field at fault (422). */
 function validate(ctx: AppContext, body: Body): number {
-  if (!SUPPORTED_CURRENCIES.includes(body.currency))
-    throw validationError('currency', `is not supported (supported: ${SUPPORTED_CURRENCIES.join(', ')})`);
-  const amount = toMinorUnits('amount', body.amount, MAX_PAYMENT);
-  assertText('orderId', body.orderId, 'line');
-  assertText('description', body.description, 'text');
-  if (body.merchantStika !== undefined) {
+  const checks = new FieldChecks();
+  checks.run(() => {
+    if (!SUPPORTED_CURRENCIES.includes(body.currency))
+      throw validationError('currency', `is not supported (supported: ${SUPPORTED_CURRENCIES.join(', ')})`);
+  });
+  const amount = checks.run(() => toMinorUnits('amount', body.amount, MAX_PAYMENT));
+  checks.run(() => assertText('orderId', body.orderId, 'line'));
+  checks.run(() => assertText('description', body.description, 'text'));
+  checks.run(() => {
+    if (body.merchantStika === undefined) return;
     if (!/^[A-Z]{3}_[0-9]+$/.test(body.merchantStika))
       throw validationError('merchantStika', 'must be a currency code, an underscore and digits (e.g. KES_123456)');
-    if (!body.merchantStika.startsWith(`${body.currency}_`))
+    // Against a currency that is refused already, the prefix would be a second complaint of one fault.
+    if (SUPPORTED_CURRENCIES.includes(body.currency) && !body.merchantStika.startsWith(`${body.currency}_`))
       throw validationError('merchantStika', `must start with the payment currency (${body.currency}_)`);
-  }
-  if (body.payer.method !== 'phone') throw validationError('payer.method', 'must be "phone"');
-  if (!/^[0-9]{8,15}$/.test(body.payer.value))
-    throw validationError('payer.value', 'must be 8 to 15 digits with country code, no plus sign');
-  assertHttpUrl(ctx, 'urls.callbackUrl', body.urls.callbackUrl, true);
-  if (body.urls.successRedirectUrl !== undefined) assertHttpUrl(ctx, 'urls.successRedirectUrl', body.urls.successRedirectUrl, true);
-  return amount;
+  });
+  checks.run(() => {
+    if (body.payer.method !== 'phone') throw validationError('payer.method', 'must be "phone"');
+  });
+  checks.run(() => {
+    if (!/^[0-9]{8,15}$/.test(body.payer.value))
+      throw validationError('payer.value', 'must be 8 to 15 digits with country code, no plus sign');
+  });
+  checks.run(() => assertHttpUrl(ctx, 'urls.callbackUrl', body.urls.callbackUrl, true));
+  checks.run(() => {
+    if (body.urls.successRedirectUrl !== undefined) assertHttpUrl(ctx, 'urls.successRedirectUrl', body.urls.successRedirectUrl, true);
+  });
+  checks.done();
+  return amount as number;
 }
 
 /** The same (terminalId, orderId) with the same fingerprint is the same payment. */
