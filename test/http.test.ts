@@ -234,6 +234,7 @@ describe('HTTP hygiene', () => {
     const reply = await call(lipa.url, 'POST', '/api/v1/authorization', { body: { login: 'a@b.c', password: 'x'.repeat(70 * 1024) } });
     assert.equal(reply.status, 413);
     assert.equal(reply.body.error.code, 'payload_too_large');
+    assert.equal(reply.body.error.message, 'The request body is over 64 KiB, the most this API reads.');
   });
 
   test('a body that is not JSON answers 415', async () => {

@@ -5,7 +5,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyReply, type FastifyRequest
 import FindMyWay from 'find-my-way';
 import type { TSchema } from 'typebox';
 import { messagingReply } from '../messaging/responses.js';
-import { AppError, errorBody, errorHandler, sendError, validationError } from './errors.js';
+import { AppError, BODY_LIMIT, errorBody, errorHandler, sendError, validationError } from './errors.js';
 import { parseStrictJson } from './json.js';
 import { ErrorResponse } from './schemas.js';
 import type { App } from './types.js';
@@ -25,7 +25,6 @@ declare module 'fastify' {
   }
 }
 
-const BODY_LIMIT = 64 * 1024;
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 const pathOf = (url: string) => url.split('?')[0] ?? '/';
