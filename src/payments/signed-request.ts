@@ -123,10 +123,11 @@ export function signedRequests(ctx: AppContext) {
     if (!/^[0-9]{1,12}$/.test(timestamp) || Math.abs(Math.floor(now / 1000) - Number(timestamp)) > TIMESTAMP_WINDOW_SECONDS) {
       throw refuse('stale_timestamp', `X-Service-Timestamp must be Unix seconds within ${TIMESTAMP_WINDOW_SECONDS} s of the server clock.`);
     }
-    // Printable ASCII only: a header's other bytes read one way here (Latin-1) and maybe
-    // another way where they were signed (UTF-8), so such a nonce could never verify.
-    if (nonce.length < 12 || nonce.length > 128 || /[^\x20-\x7e]/.test(nonce)) {
-      throw refuse('invalid_nonce', 'X-Service-Nonce must be 12 to 128 printable ASCII characters (no control characters).');
+    // CONTRACT §5: 12 to 128 characters, no control characters (C0, DEL, C1). A header's bytes
+    // above 0x7F are read here as one Latin-1 character each: é sent as the byte E9 (as fetch
+    // sends it) verifies; sent as UTF-8 (C3 A9) it reads as two characters and will not.
+    if (nonce.length < 12 || nonce.length > 128 || /[\x00-\x1f\x7f-\x9f]/.test(nonce)) {
+      throw refuse('invalid_nonce', 'X-Service-Nonce must be 12 to 128 characters, none of them a control character.');
     }
 
     const secret = secrets.open(key.secret_enc, keyId);
