@@ -874,6 +874,10 @@ describe('the database lost while a callback is on the wire', () => {
         [[200, null]],
       );
       assert.equal(onPath(receiver, '/cb').length, 1, 'sent once');
+      // attemptedAt is when it was sent, not when the database let it be written down.
+      const sentAt = onPath(receiver, '/cb')[0]?.at ?? 0;
+      const attemptedAt = Date.parse(delivery.history[0]?.attemptedAt ?? '');
+      assert.ok(Math.abs(attemptedAt - sentAt) < 500, `attemptedAt ${attemptedAt - sentAt} ms from the request`);
       assert.ok(lipa.logs.some((line) => /"level":40.*callback attempts are recorded once it is back/.test(line)));
     } finally {
       await receiver.close();

@@ -11,6 +11,7 @@ import { loadConfig } from '../src/config.js';
 import { openDatabase } from '../src/db/database.js';
 import { migrations } from '../src/db/migrations/index.js';
 import { ADMIN_TOKEN, freshDatabase, TEST_DATABASE, type TestDatabase } from './helpers/harness.js';
+import { until } from './helpers/messaging.js';
 import { freePort, launch, MAIN, waitUntilUp } from './helpers/process.js';
 
 /** The real program, as `npm start` runs it (from source, through tsx). */
@@ -349,7 +350,19 @@ describe('the service process', () => {
     );
     await new Promise((r) => setTimeout(r, 150));
     child.kill('SIGTERM');
-    await new Promise((r) => setTimeout(r, 150));
+    // Stopping has begun once the listener refuses new connections (it closes after the
+    // service has marked itself stopping).
+    await until('the listener closed', async () => {
+      const refused = await new Promise<boolean>((resolve) => {
+        const probe = connect(port, '127.0.0.1');
+        probe.on('connect', () => {
+          probe.destroy();
+          resolve(false);
+        });
+        probe.on('error', () => resolve(true));
+      });
+      return refused;
+    });
     socket.write(`${body.slice(10)}GET /api/v1/points-of-sale HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`);
     await closed;
     assert.equal(await exited, 0);

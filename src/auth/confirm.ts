@@ -12,8 +12,15 @@ import { clearLoginFailures, countLoginAttempt, forgiveLoginAttempt } from './th
 /** An OTP dies after this many wrong tries (CONTRACT §3). */
 export const MAX_OTP_ATTEMPTS = 5;
 
+/**
+ * One answer for every refusal: endpoint 2 takes any login, so a count of tries left (or "no
+ * code") would tell a stranger which logins exist and just passed their password.
+ */
 const invalidOtp = () =>
-  new AppError('invalid_otp', 'The code is wrong, used or expired: check it and try again, or log in again for a new one.');
+  new AppError(
+    'invalid_otp',
+    `The code is wrong, used or expired: check it and try again, or log in again for a new one (a code takes at most ${MAX_OTP_ATTEMPTS} wrong tries).`,
+  );
 
 /**
  * Endpoint 2: exchanges a live OTP for a bearer token. In staging the fixed test OTP is
@@ -48,15 +55,7 @@ export async function confirmOtp(ctx: AppContext, input: { login: string; otp: s
         .where('consumed_at', 'is', null)
         .execute(),
     );
-    // Whoever typed it learns how many tries the code has left (it is theirs: they have just
-    // passed endpoint 1), and when none are left that only a new login helps.
-    const left = MAX_OTP_ATTEMPTS - challenge.attempts - 1;
-    throw new AppError(
-      'invalid_otp',
-      left > 0
-        ? `The code is wrong: check it and try again (${left} ${left === 1 ? 'try' : 'tries'} left), or log in again for a new one.`
-        : 'The code is wrong, and that was its last try: log in again for a new one.',
-    );
+    throw invalidOtp();
   }
   // Consume conditionally: of two concurrent confirmations with one OTP, exactly one wins.
   const session = await ctx.store.write(async (tx) => {

@@ -1,10 +1,9 @@
 import type { Selectable } from 'kysely';
 import { signRequest } from '../client/signing.js';
 import type { AppContext } from '../context.js';
-import { recordThroughOutage } from '../db/record-retry.js';
+import { OutageRecorder } from '../db/record-retry.js';
 import type { CallbackDeliveryTable } from '../db/schema.js';
 import { backoffMs } from '../jobs/backoff.js';
-import { LogThrottle } from '../logger.js';
 import { randomId } from '../security/tokens.js';
 import { type CallbackResult, postCallback } from './transport.js';
 
@@ -25,21 +24,32 @@ const unfinishedId = (deliveryId: string, leasedUntil: number) => `att_unfinishe
 /** The error of an attempt that was never recorded (see deliverDueCallbacks). */
 export const UNFINISHED =
   'no outcome recorded: the instance sending it stopped, or lost the database, during the attempt (it may have arrived)';
-/** At most this many callbacks in flight per process; a slow receiver holds up only its own. */
+/** At most this many callbacks in flight per service; a slow receiver holds up only its own. */
 const MAX_IN_FLIGHT = 64;
-let inFlight = 0;
-const running = new Set<Promise<void>>();
 
-/** Services stopping (stopCallbacks): a record that fails now is not tried again. */
-const stopping = new WeakSet<AppContext>();
-const outageLogged = new LogThrottle();
-/** Deliveries whose attempt's outcome waits for the database to come back: never claimed again here meanwhile. */
-const unrecorded = new Set<string>();
+/** One service's deliveries under way (several services may share a process: tests do). */
+interface Worker {
+  inFlight: number;
+  running: Set<Promise<void>>;
+  /** Records attempts through a database outage; the deliveries it holds are not claimed again here meanwhile. */
+  recorder: OutageRecorder;
+}
+const workers = new WeakMap<AppContext, Worker>();
+
+function workerOf(ctx: AppContext): Worker {
+  let worker = workers.get(ctx);
+  if (worker === undefined) {
+    worker = { inFlight: 0, running: new Set(), recorder: new OutageRecorder(ctx.log, 'callback attempts') };
+    workers.set(ctx, worker);
+  }
+  return worker;
+}
 
 /** Resolves when the attempts on the wire are done and recorded, as far as the database lets it (used on shutdown). */
 export async function stopCallbacks(ctx: AppContext): Promise<void> {
-  stopping.add(ctx);
-  await Promise.allSettled([...running]);
+  const worker = workerOf(ctx);
+  worker.recorder.stop();
+  await Promise.allSettled([...worker.running]);
 }
 
 /**
@@ -48,7 +58,8 @@ export async function stopCallbacks(ctx: AppContext): Promise<void> {
  * and records the attempt. Delivery is at least once; the eventId is the same every time.
  */
 export async function deliverDueCallbacks(ctx: AppContext): Promise<number> {
-  const room = MAX_IN_FLIGHT - inFlight;
+  const worker = workerOf(ctx);
+  const room = MAX_IN_FLIGHT - worker.inFlight;
   if (room <= 0) return 0;
   const now = ctx.now();
   const claimed = await ctx.store.write(async (tx) => {
@@ -58,7 +69,7 @@ export async function deliverDueCallbacks(ctx: AppContext): Promise<number> {
       .where('status', '=', 'pending')
       .where('next_attempt_at', '<=', now)
       .where('locked_until', '<=', now)
-      .$if(unrecorded.size > 0, (query) => query.where('id', 'not in', [...unrecorded]))
+      .$if(worker.recorder.waiting.size > 0, (query) => query.where('id', 'not in', [...worker.recorder.waiting]))
       .orderBy('next_attempt_at')
       .limit(room)
       .execute();
@@ -105,18 +116,18 @@ export async function deliverDueCallbacks(ctx: AppContext): Promise<number> {
   });
   // Not awaited: the next round claims what is due while these are on the wire.
   for (const delivery of claimed) {
-    inFlight++;
-    const sending = attempt(ctx, delivery).finally(() => {
-      inFlight--;
-      running.delete(sending);
+    worker.inFlight++;
+    const sending = attempt(ctx, worker, delivery).finally(() => {
+      worker.inFlight--;
+      worker.running.delete(sending);
     });
-    running.add(sending);
+    worker.running.add(sending);
   }
   return claimed.length;
 }
 
 /** One attempt, always recorded: a failure on our side (e.g. an unreadable key) counts as a failed try. */
-async function attempt(ctx: AppContext, delivery: Selectable<CallbackDeliveryTable>): Promise<void> {
+async function attempt(ctx: AppContext, worker: Worker, delivery: Selectable<CallbackDeliveryTable>): Promise<void> {
   let result: CallbackResult;
   try {
     result = await send(ctx, delivery);
@@ -125,21 +136,13 @@ async function attempt(ctx: AppContext, delivery: Selectable<CallbackDeliveryTab
     result = { statusCode: null, error: `internal error: ${(err as Error).message}`, durationMs: 0 };
   }
   // The receiver has answered: a database outage now must not lose that (the lease would run
-  // out and the callback be sent again), so the record is tried until the database is back.
-  const attemptId = randomId('att_');
-  await recordThroughOutage(
-    () => record(ctx, delivery, result, attemptId),
-    () => stopping.has(ctx),
-    (err) => {
-      // Its lease may run out meanwhile: this process leaves it alone (another instance may
-      // not, once the database is back, if the outage outlasted the lease).
-      unrecorded.add(delivery.id);
-      if (outageLogged.due('record-outage'))
-        ctx.log.warn({ err, deliveryId: delivery.id }, 'database unavailable: callback attempts are recorded once it is back');
-    },
-  )
-    .catch((err: unknown) => ctx.log.error({ err, deliveryId: delivery.id }, 'callback attempt not recorded'))
-    .finally(() => unrecorded.delete(delivery.id));
+  // out and the callback be sent again), so the record is tried until the database is back,
+  // and this process leaves the delivery alone meanwhile (another instance may not, once the
+  // database is back, if the outage outlasted the lease).
+  const attempted = { id: randomId('att_'), finishedAt: ctx.now() };
+  await worker.recorder
+    .record(delivery.id, (tries) => record(ctx, delivery, result, attempted, tries > 0))
+    .catch((err: unknown) => ctx.log.error({ err, deliveryId: delivery.id }, 'callback attempt not recorded'));
 }
 
 async function send(ctx: AppContext, delivery: Selectable<CallbackDeliveryTable>): Promise<CallbackResult> {
@@ -174,25 +177,29 @@ async function send(ctx: AppContext, delivery: Selectable<CallbackDeliveryTable>
   });
 }
 
-/** Records an attempt under `attemptId`, once: tried again after a commit whose answer was lost, it finds itself there. */
+/**
+ * Records an attempt (its id chosen once, and when its outcome came), once: tried `again`
+ * after a commit whose answer was lost, it finds itself there.
+ */
 async function record(
   ctx: AppContext,
   delivery: Selectable<CallbackDeliveryTable>,
   result: CallbackResult,
-  attemptId: string,
+  attempted: { id: string; finishedAt: number },
+  again: boolean,
 ): Promise<void> {
   const ok = result.statusCode !== null && result.statusCode >= 200 && result.statusCode < 300;
   const error = ok ? null : (result.error ?? `HTTP ${result.statusCode}`);
   const now = ctx.now();
   const attempts = await ctx.store.write(async (tx) => {
-    if (await tx.selectFrom('callback_attempts').select('id').where('id', '=', attemptId).executeTakeFirst()) return null;
+    if (again && (await tx.selectFrom('callback_attempts').select('id').where('id', '=', attempted.id).executeTakeFirst())) return null;
     await tx
       .insertInto('callback_attempts')
       .values({
-        id: attemptId,
+        id: attempted.id,
         delivery_id: delivery.id,
         // When the attempt started: the request went out durationMs before its outcome.
-        attempted_at: now - result.durationMs,
+        attempted_at: attempted.finishedAt - result.durationMs,
         status_code: result.statusCode,
         error,
         duration_ms: result.durationMs,
@@ -212,13 +219,14 @@ async function record(
     }
     const made = current.attempts + 1;
     // A redelivery asked for while this attempt was on the wire: one more try, now.
-    const again = current.redeliver_requested === 1;
+    const redeliver = current.redeliver_requested === 1;
     await tx
       .updateTable('callback_deliveries')
       .set({
         attempts: made,
-        status: again ? 'pending' : ok ? 'delivered' : made >= MAX_ATTEMPTS ? 'failed' : 'pending',
-        next_attempt_at: again || ok ? now : now + backoffMs(ctx.config.callbackRetryBaseSeconds * 1000, made, MAX_DELAY_MS, RETRY_FACTOR),
+        status: redeliver ? 'pending' : ok ? 'delivered' : made >= MAX_ATTEMPTS ? 'failed' : 'pending',
+        next_attempt_at:
+          redeliver || ok ? now : now + backoffMs(ctx.config.callbackRetryBaseSeconds * 1000, made, MAX_DELAY_MS, RETRY_FACTOR),
         locked_until: 0,
         redeliver_requested: 0,
         last_error: error,

@@ -46,6 +46,7 @@ export type ErrorCode = keyof typeof STATUS;
 
 /** The largest request body read (413 beyond it). */
 export const BODY_LIMIT = 64 * 1024;
+const tooLarge = () => new AppError('payload_too_large', `The request body is over ${BODY_LIMIT / 1024} KiB, the most this API reads.`);
 
 export interface FieldError {
   field: string;
@@ -252,7 +253,7 @@ export function toAppError(error: FastifyError | Error): AppError {
   }
   switch (fastifyError.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return new AppError('payload_too_large', `The request body is over ${BODY_LIMIT / 1024} KiB, the most this API reads.`);
+      return tooLarge();
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return new AppError('unsupported_media_type', 'Send the body as application/json.');
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
@@ -263,8 +264,7 @@ export function toAppError(error: FastifyError | Error): AppError {
     return new AppError('invalid_json', `The body is not acceptable JSON: ${error.message}`);
   }
   if (fastifyError.statusCode === 404) return new AppError('not_found', 'Not found.');
-  if (fastifyError.statusCode === 413)
-    return new AppError('payload_too_large', `The request body is over ${BODY_LIMIT / 1024} KiB, the most this API reads.`);
+  if (fastifyError.statusCode === 413) return tooLarge();
   if (fastifyError.statusCode === 415) return new AppError('unsupported_media_type', 'Send the body as application/json.');
   if (fastifyError.statusCode === 400) return new AppError('invalid_json', error.message);
   if (isDatabaseUnavailable(error))

@@ -2,7 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { sql } from 'kysely';
 import type { Db, Tx } from '../db/database.js';
 import { hotQuery } from '../db/hot-query.js';
-import { recordThroughOutage } from '../db/record-retry.js';
+import { OutageRecorder } from '../db/record-retry.js';
 import type { MessageStatus, MessageTable } from '../db/schema.js';
 import { backoffMs } from '../jobs/backoff.js';
 import { LogThrottle } from '../logger.js';
@@ -60,6 +60,12 @@ export type NewMessage = Omit<
   | 'failure_reason'
 >;
 
+/** What an attempt writes on its message's row. */
+type AttemptRecord = Pick<
+  MessageTable,
+  'status' | 'provider_id' | 'attempts' | 'next_attempt_at' | 'locked_until' | 'last_error' | 'failure_reason' | 'content' | 'updated_at'
+>;
+
 /** The outcome of one attempt, as the API's first-attempt answer needs it. */
 export interface Attempted {
   status: MessageStatus;
@@ -83,10 +89,8 @@ export class Messenger implements Notifier {
   private readonly renewTimer: NodeJS.Timeout | null;
   private renewal: Promise<void> = Promise.resolve();
   private renewing = false;
-  /** Set by close(): an attempt's record that fails now is not tried again. */
-  private closing = false;
-  /** Messages sent whose outcome waits for the database to come back: never claimed again here meanwhile. */
-  private readonly unrecorded = new Set<string>();
+  /** Records attempts through a database outage; the messages it holds are not claimed again here meanwhile. */
+  private readonly recorder: OutageRecorder;
   /** Delivery receipts of SMS: recorded, or kept until their submission is (receipts.ts). */
   private readonly receipts: Receipts;
 
@@ -102,6 +106,7 @@ export class Messenger implements Notifier {
   ) {
     this.receipts = new Receipts(store, now);
     this.warned = new LogThrottle(now);
+    this.recorder = new OutageRecorder(log, 'message attempts');
     // The receipt is acknowledged to the SMSC only once it is recorded.
     transports.sms?.onReceipt((receipt) => this.receipts.apply(receipt));
     // Only real transports have sends under way to renew.
@@ -197,7 +202,7 @@ export class Messenger implements Notifier {
           .where('next_attempt_at', '<=', now)
           .where('locked_until', '<=', now);
         if (own) query = query.where('merchant_id', 'is', null);
-        if (this.unrecorded.size > 0) query = query.where('id', 'not in', [...this.unrecorded]);
+        if (this.recorder.waiting.size > 0) query = query.where('id', 'not in', [...this.recorder.waiting]);
         return query.orderBy('next_attempt_at').limit(limit).execute();
       };
       const ids = new Set((await due(true, OWN_PER_TICK)).map((d) => d.id));
@@ -265,51 +270,18 @@ export class Messenger implements Notifier {
         failureReason = `Not sent: ${serverOf(message.type)} could not be reached or would not take it for as long as the message was worth sending.`;
       }
     }
-    const content = this.redactedAfterSend(message, status);
-    const write = () =>
-      this.store.write((tx) =>
-        hotQuery(
-          tx,
-          'messages.record-attempt',
-          [status, result?.providerId ?? null, attempts, next, 0, lastError, failureReason, content, now, message.id, message.locked_until],
-          () =>
-            tx
-              .updateTable('messages')
-              .set({
-                status,
-                provider_id: result?.providerId ?? null,
-                attempts,
-                next_attempt_at: next,
-                locked_until: 0,
-                last_error: lastError,
-                failure_reason: failureReason,
-                content,
-                updated_at: now,
-              })
-              .where('id', '=', message.id)
-              // Only while this process still holds the lease it sent under.
-              .where('locked_until', '=', message.locked_until),
-        ),
-      );
-    // The server has its answer: a database outage now must not lose it (the lease would run
-    // out and the message go out again), so the record is tried until the database is back.
-    // Its lease may run out meanwhile: this process's worker leaves it alone (another instance
-    // may not, once the database is back, if the outage outlasted the lease).
-    let recorded: Awaited<ReturnType<typeof write>>;
-    try {
-      recorded = await recordThroughOutage(
-        write,
-        () => this.closing,
-        (err) => {
-          this.unrecorded.add(message.id);
-          if (this.warned.due('record-outage'))
-            this.log.warn({ err, messageId: message.id }, 'database unavailable: attempts are recorded once it is back');
-        },
-      );
-    } finally {
-      this.unrecorded.delete(message.id);
-    }
-    if (Number(recorded.numAffectedRows ?? 0n) === 0) {
+    const recorded = await this.recordAttempt(message, {
+      status,
+      provider_id: result?.providerId ?? null,
+      attempts,
+      next_attempt_at: next,
+      locked_until: 0,
+      last_error: lastError,
+      failure_reason: failureReason,
+      content: this.redactedAfterSend(message, status),
+      updated_at: now,
+    });
+    if (!recorded) {
       // The lease ran out first (this process stalled): whoever holds it now sets the state.
       this.log.warn({ messageId: message.id, status }, 'message attempt not recorded: its lease had run out');
     }
@@ -319,6 +291,30 @@ export class Messenger implements Notifier {
       return { status: early.delivered ? 'delivered' : 'failed', invalidRecipient: false };
     }
     return { status, invalidRecipient: error instanceof PermanentSendError && error.invalidRecipient };
+  }
+
+  /**
+   * Writes an attempt's outcome, only while this process still holds the lease it sent under;
+   * false when the lease had run out. The server has its answer: a database outage must not
+   * lose it (the lease would run out and the message go out again), so the record is tried
+   * until the database is back, and this process's worker leaves the message alone meanwhile
+   * (another instance may not, once the database is back, if the outage outlasted the lease).
+   */
+  private recordAttempt(message: MessageTable, outcome: AttemptRecord): Promise<boolean> {
+    return this.recorder.record(message.id, (tries) =>
+      this.store.write(async (tx) => {
+        // The SET's parameters are the outcome's values, in its order (hotQuery checks it).
+        const params = [...Object.values(outcome), message.id, message.locked_until];
+        const updated = await hotQuery(tx, 'messages.record-attempt', params, () =>
+          tx.updateTable('messages').set(outcome).where('id', '=', message.id).where('locked_until', '=', message.locked_until),
+        );
+        if (Number(updated.numAffectedRows ?? 0n) > 0) return true;
+        if (tries === 0) return false;
+        // An earlier try whose commit's answer was lost may have written it already.
+        const row = await tx.selectFrom('messages').select(['locked_until', 'updated_at']).where('id', '=', message.id).executeTakeFirst();
+        return row?.locked_until === 0 && row.updated_at === outcome.updated_at;
+      }),
+    );
   }
 
   /**
@@ -427,7 +423,7 @@ export class Messenger implements Notifier {
    * for minutes after a SIGTERM; every attempt's outcome is recorded before this resolves.
    */
   async close(): Promise<void> {
-    this.closing = true;
+    this.recorder.stop();
     const transportsClosed = Promise.allSettled([this.transports.email?.close(), this.transports.sms?.close()]);
     await Promise.allSettled([...this.running]);
     for (const closed of await transportsClosed) {
