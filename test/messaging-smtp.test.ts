@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { sql } from 'kysely';
 import { openDatabase } from '../src/db/database.js';
 import { admin, call, createMerchant, merchantSession } from './helpers/client.js';
 import { freshDatabase, type Lipa, startLipa } from './helpers/harness.js';
@@ -409,6 +410,41 @@ describe('the database lost while an email is on the wire', () => {
       await lipa.close();
       await peer.close();
       await database.drop();
+    }
+  });
+});
+
+describe('a first attempt whose record fails for another reason than an outage', () => {
+  test('the API still answers with the stored message (200, queued), never a 500, and the log says why', async () => {
+    const peer = await startSmtpPeer();
+    const lipa = await startLipa({ SMTP_URL: peer.url });
+    const db = lipa.ctx.store.db;
+    try {
+      const session = await merchantSession(lipa);
+      const key = (await messagingKey(lipa, session.token)).apiKey;
+      // The database refuses every change of a message's status (as a bug in the record would).
+      if (lipa.ctx.store.dialect === 'sqlite') {
+        await sql`create trigger refuse_record before update of status on messages begin select raise(abort, 'refused by a test trigger'); end`.execute(
+          db,
+        );
+      } else {
+        await sql`create function refuse_record() returns trigger language plpgsql as $$ begin raise exception 'refused by a test trigger'; end $$`.execute(
+          db,
+        );
+        await sql`create trigger refuse_record before update of status on messages for each row execute function refuse_record()`.execute(
+          db,
+        );
+      }
+      const reply = await send(lipa, key, email({ email: 'unrecorded@example.com' }));
+      assert.equal(reply.status, 200, reply.text);
+      assert.deepEqual(keysOf(reply.body), ['id', 'message', 'status']);
+      assert.equal(reply.body.status, 'success');
+      assert.ok(lipa.logs.some((line) => /"level":50.*refused by a test trigger.*message attempt not recorded/.test(line)));
+      assert.equal((await messageRow(lipa, reply.body.id)).status, 'queued', 'stored, its record refused');
+    } finally {
+      await sql`drop trigger if exists refuse_record${sql.raw(lipa.ctx.store.dialect === 'sqlite' ? '' : ' on messages')}`.execute(db);
+      await lipa.close();
+      await peer.close();
     }
   });
 });
