@@ -4,12 +4,16 @@ import { createSocket } from 'node:dgram';
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
-import { MAX_ATTEMPTS, RETRY_FACTOR, UNFINISHED } from '../src/callbacks/worker.js';
+import { buildApp } from '../src/app.js';
+import { deliverDueCallbacks, MAX_ATTEMPTS, RETRY_FACTOR, stopCallbacks, UNFINISHED } from '../src/callbacks/worker.js';
 import { LipaClient, type Payment, verifyCallback } from '../src/client/index.js';
 import { ConfigError, loadConfig } from '../src/config.js';
+import { createContext } from '../src/context.js';
+import { openDatabase } from '../src/db/database.js';
+import { createLogger } from '../src/logger.js';
 import { assertError } from './helpers/assertions.js';
-import { call, type MerchantSetup, merchantWithPos, paymentBody } from './helpers/client.js';
-import { freshDatabase, type Lipa, startLipa, type TestDatabase } from './helpers/harness.js';
+import { call, createPayer, type MerchantSetup, merchantWithPos, payerToken, paymentBody } from './helpers/client.js';
+import { ADMIN_TOKEN, freshDatabase, type Lipa, STAGING_OTP, startLipa, type TestDatabase } from './helpers/harness.js';
 import { breakableDatabase } from './helpers/outage.js';
 import { freePort, startLipaProcess } from './helpers/process.js';
 import { type Received, type Receiver, startReceiver } from './helpers/receiver.js';
@@ -882,6 +886,77 @@ describe('the database lost while a callback is on the wire', () => {
     } finally {
       await receiver.close();
       await lipa.close();
+      await database.drop();
+    }
+  });
+});
+
+describe('a database outage longer than the lease, the receiver having answered', () => {
+  test('the answer is recorded once the database is back, and this process never sends the callback again meanwhile', async () => {
+    const database = await breakableDatabase();
+    // The service without its background tasks: the test runs the callback worker itself,
+    // faster than the service would and with a lease of 0.9 s instead of 20 s.
+    const config = loadConfig({ ADMIN_TOKEN, STAGING_OTP, LOG_LEVEL: 'silent', DATABASE_URL: database.url });
+    const store = await openDatabase(database.url);
+    const ctx = createContext({ config, store, log: createLogger('silent') });
+    const app = await buildApp(ctx);
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+    const lipa: Lipa = { url, mockUrl: url, ctx, logs: [], databaseUrl: database.url, close: async () => undefined };
+    const receiver = await startReceiver();
+    let working = true;
+    let worker: Promise<void> = Promise.resolve();
+    try {
+      // The receiver answers 200 0.3 s after the callback arrives; the database goes when it
+      // arrives and comes back 2 s later: the lease runs out during the outage.
+      let outage: Promise<void> | undefined;
+      receiver.respond = () => {
+        outage ??= (async () => {
+          await database.down(store);
+          await sleep(2_000);
+          await database.up(store);
+        })();
+        return { status: 200, afterMs: 300 };
+      };
+      const merchant = await merchantWithPos(lipa);
+      const payer = await createPayer(lipa, { balance: 100 });
+      const payment = await pay(clientFor(url, merchant), merchant, `${receiver.url}/cb`, payer.phone);
+      const declined = await call(url, 'POST', `/api/v1/wallet/payments/${payment.paymentIdentifier}/decline`, {
+        token: await payerToken(lipa, payer),
+      });
+      assert.equal(declined.status, 200, declined.text);
+      worker = (async () => {
+        while (working) {
+          await deliverDueCallbacks(ctx, 900).catch(() => undefined);
+          await sleep(50);
+        }
+      })();
+      await receiver.waitFor(1);
+      await outage;
+      // Two seconds of claims after the database is back, the lease long gone.
+      await sleep(2_000);
+      const { delivery } = await waitForDelivery(
+        url,
+        merchant.token,
+        payment.paymentIdentifier,
+        `${receiver.url}/cb`,
+        (d) => d.status !== 'pending',
+        5_000,
+      );
+      assert.equal(delivery.status, 'delivered');
+      assert.deepEqual(
+        delivery.history.map((a) => [a.statusCode, a.error]),
+        [[200, null]],
+      );
+      assert.equal(onPath(receiver, '/cb').length, 1, 'sent once');
+    } finally {
+      working = false;
+      await worker;
+      await stopCallbacks(ctx);
+      await receiver.close();
+      await app.close();
+      await ctx.messenger.close();
+      await store.close();
       await database.drop();
     }
   });

@@ -56,8 +56,9 @@ export async function stopCallbacks(ctx: AppContext): Promise<void> {
  * Delivers due callbacks: claims them with a lease (conditional update, so two instances
  * never send the same attempt), signs each with the key that created the payment, sends it,
  * and records the attempt. Delivery is at least once; the eventId is the same every time.
+ * `leaseMs`: tests shorten it.
  */
-export async function deliverDueCallbacks(ctx: AppContext): Promise<number> {
+export async function deliverDueCallbacks(ctx: AppContext, leaseMs = LEASE_MS): Promise<number> {
   const worker = workerOf(ctx);
   const room = MAX_IN_FLIGHT - worker.inFlight;
   if (room <= 0) return 0;
@@ -76,7 +77,7 @@ export async function deliverDueCallbacks(ctx: AppContext): Promise<number> {
     if (due.length === 0) return [];
     const claimed = await tx
       .updateTable('callback_deliveries')
-      .set({ locked_until: now + LEASE_MS })
+      .set({ locked_until: now + leaseMs })
       .where(
         'id',
         'in',
@@ -98,7 +99,7 @@ export async function deliverDueCallbacks(ctx: AppContext): Promise<number> {
         .values({
           id: unfinishedId(delivery.id, leasedUntil),
           delivery_id: delivery.id,
-          attempted_at: leasedUntil - LEASE_MS,
+          attempted_at: leasedUntil - leaseMs,
           status_code: null,
           error: UNFINISHED,
           duration_ms: 0,
