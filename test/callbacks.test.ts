@@ -104,6 +104,25 @@ async function pay(client: LipaClient, merchant: { terminalId: string }, callbac
 const clientFor = (baseUrl: string, merchant: MerchantSetup) => new LipaClient({ baseUrl, keyId: merchant.keyId, secret: merchant.secret });
 const onPath = (receiver: { received: Received[] }, path: string) => receiver.received.filter((r) => r.path === path);
 
+/** Waits until the payment's callback to `${receiver.url}/cb` is settled, and checks it was delivered by one 200, sent once. */
+async function deliveredOnce(
+  baseUrl: string,
+  token: string,
+  paymentIdentifier: string,
+  receiver: Receiver,
+  timeoutMs: number,
+): Promise<Delivery> {
+  const url = `${receiver.url}/cb`;
+  const { delivery } = await waitForDelivery(baseUrl, token, paymentIdentifier, url, (d) => d.status !== 'pending', timeoutMs);
+  assert.equal(delivery.status, 'delivered');
+  assert.deepEqual(
+    delivery.history.map((a) => [a.statusCode, a.error]),
+    [[200, null]],
+  );
+  assert.equal(onPath(receiver, '/cb').length, 1, 'sent once');
+  return delivery;
+}
+
 /** A plain HTTP server answering every request with 302 to `location`; records what it gets. */
 async function startRedirector(location: string): Promise<{ url: string; hits: number; close(): Promise<void> }> {
   const state = { url: '', hits: 0, close: async (): Promise<void> => undefined };
@@ -194,21 +213,8 @@ describe('callback delivery: retries, back-off, redelivery, body and signature',
       receiver.respond = () => ({ status: 200, unfinished: true });
       const merchant = await merchantWithPos(lipa);
       const payment = await pay(clientFor(lipa.url, merchant), merchant, `${receiver.url}/cb`);
-      const { delivery } = await waitForDelivery(
-        lipa.url,
-        merchant.token,
-        payment.paymentIdentifier,
-        `${receiver.url}/cb`,
-        (d) => d.status !== 'pending',
-        8_000,
-      );
-      assert.equal(delivery.status, 'delivered');
-      assert.deepEqual(
-        delivery.history.map((a) => [a.statusCode, a.error]),
-        [[200, null]],
-      );
+      const delivery = await deliveredOnce(lipa.url, merchant.token, payment.paymentIdentifier, receiver, 8_000);
       assert.ok((delivery.history[0]?.durationMs ?? 10_000) < 5_000, `durationMs ${delivery.history[0]?.durationMs}`);
-      assert.equal(onPath(receiver, '/cb').length, 1);
       // Nor is the connection held for the body: it is closed about a second after the answer.
       const [hit] = onPath(receiver, '/cb');
       await waitFor('the connection closed', () => (hit?.closedAt !== undefined ? true : undefined), 8_000);
@@ -864,20 +870,7 @@ describe('the database lost while a callback is on the wire', () => {
       await receiver.waitFor(1);
       await outage;
       // Within seconds, not after the 20 s lease and a second copy.
-      const { delivery } = await waitForDelivery(
-        lipa.url,
-        merchant.token,
-        payment.paymentIdentifier,
-        `${receiver.url}/cb`,
-        (d) => d.status !== 'pending',
-        5_000,
-      );
-      assert.equal(delivery.status, 'delivered');
-      assert.deepEqual(
-        delivery.history.map((a) => [a.statusCode, a.error]),
-        [[200, null]],
-      );
-      assert.equal(onPath(receiver, '/cb').length, 1, 'sent once');
+      const delivery = await deliveredOnce(lipa.url, merchant.token, payment.paymentIdentifier, receiver, 5_000);
       // attemptedAt is when it was sent, not when the database let it be written down.
       const sentAt = onPath(receiver, '/cb')[0]?.at ?? 0;
       const attemptedAt = Date.parse(delivery.history[0]?.attemptedAt ?? '');
@@ -935,20 +928,7 @@ describe('a database outage longer than the lease, the receiver having answered'
       await outage;
       // Two seconds of claims after the database is back, the lease long gone.
       await sleep(2_000);
-      const { delivery } = await waitForDelivery(
-        url,
-        merchant.token,
-        payment.paymentIdentifier,
-        `${receiver.url}/cb`,
-        (d) => d.status !== 'pending',
-        5_000,
-      );
-      assert.equal(delivery.status, 'delivered');
-      assert.deepEqual(
-        delivery.history.map((a) => [a.statusCode, a.error]),
-        [[200, null]],
-      );
-      assert.equal(onPath(receiver, '/cb').length, 1, 'sent once');
+      await deliveredOnce(url, merchant.token, payment.paymentIdentifier, receiver, 5_000);
     } finally {
       working = false;
       await worker;
