@@ -77,43 +77,49 @@ describe('a message on the wire keeps its lease', () => {
   });
 });
 
-describe('a database outage longer than the lease, the server having answered', () => {
-  test('the outcome is recorded once the database is back, and this process never sends it again meanwhile', async () => {
-    const database = await breakableDatabase();
-    const store = await openDatabase(database.url);
-    // The server answers 0.3 s after the message arrives; a lease lasts 0.9 s; the database
-    // is gone for 2 s from the message's arrival, so the lease runs out during the outage.
-    const peer = await startSmtpPeer({ replyDelayMs: 300 });
-    const transport = new SmtpTransport(peer.url, { timeoutMs: 10_000 });
-    const messenger = new Messenger(store, createLogger('silent'), { email: transport, sms: null }, Date.now, () => 86_400_000, 900);
-    try {
-      const message = await store.write((tx) => messenger.enqueue(tx, emailTo('outage@duka.example'), Date.now(), false));
-      // The worker's loop, faster than the service's; its claims fail while the database is gone.
-      let working = true;
-      const worker = (async () => {
-        while (working) {
-          await messenger.deliverDue().catch(() => undefined);
-          await sleep(50);
-        }
-      })();
-      const deadline = Date.now() + 5000;
-      while (peer.received.length === 0 && Date.now() < deadline) await sleep(10);
-      await database.down(store);
-      await sleep(2000);
-      await database.up(store);
-      // Two more leases' worth of claims after the database is back.
-      await sleep(2000);
-      working = false;
-      await worker;
-      const sent = await store.db.selectFrom('messages').selectAll().where('id', '=', message.id).executeTakeFirstOrThrow();
-      assert.equal(sent.status, 'sent');
-      assert.equal(sent.attempts, 1, 'one try, recorded once');
-      assert.equal(peer.received.length, 1, 'the server got it once');
-    } finally {
-      await messenger.close();
-      await peer.close();
-      await store.close();
-      await database.drop();
-    }
-  });
+describe('a database outage longer than the lease, with a message on the wire', () => {
+  // A lease lasts 0.9 s; the database is gone for 2 s from the message's arrival at the
+  // server, so the lease runs out during the outage (renewing it fails). The server answers
+  // during the outage, or only after the database is back.
+  for (const [when, replyDelayMs] of [
+    ['during the outage', 300],
+    ['after the database is back', 3_000],
+  ] as const) {
+    test(`the server answering ${when}: recorded once the database is back, never sent again by this process`, async () => {
+      const database = await breakableDatabase();
+      const store = await openDatabase(database.url);
+      const peer = await startSmtpPeer({ replyDelayMs });
+      const transport = new SmtpTransport(peer.url, { timeoutMs: 10_000 });
+      const messenger = new Messenger(store, createLogger('silent'), { email: transport, sms: null }, Date.now, () => 86_400_000, 900);
+      try {
+        const message = await store.write((tx) => messenger.enqueue(tx, emailTo('outage@duka.example'), Date.now(), false));
+        // The worker's loop, faster than the service's; its claims fail while the database is gone.
+        let working = true;
+        const worker = (async () => {
+          while (working) {
+            await messenger.deliverDue().catch(() => undefined);
+            await sleep(50);
+          }
+        })();
+        const deadline = Date.now() + 5000;
+        while (peer.received.length === 0 && Date.now() < deadline) await sleep(10);
+        await database.down(store);
+        await sleep(2000);
+        await database.up(store);
+        // Two more leases' worth of claims after the database is back, and the server's answer.
+        await sleep(replyDelayMs + 2000);
+        working = false;
+        await worker;
+        const sent = await store.db.selectFrom('messages').selectAll().where('id', '=', message.id).executeTakeFirstOrThrow();
+        assert.equal(sent.status, 'sent');
+        assert.equal(sent.attempts, 1, 'one try, recorded once');
+        assert.equal(peer.received.length, 1, 'the server got it once');
+      } finally {
+        await messenger.close();
+        await peer.close();
+        await store.close();
+        await database.drop();
+      }
+    });
+  }
 });

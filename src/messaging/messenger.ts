@@ -191,6 +191,10 @@ export class Messenger implements Notifier {
     if (this.transports.email === null && this.transports.sms === null) return 0;
     const room = MAX_IN_FLIGHT - this.inFlight;
     const now = this.now();
+    // This process's own sends and records whose leases ran out while the database was away
+    // (renewing failed): still under way here, so not due again (another instance may not know).
+    const busy = [...this.recorder.waiting];
+    for (const [message, since] of this.sending) if (message.locked_until <= now && now - since < MAX_SEND_MS) busy.push(message.id);
     const claimed = await this.store.write(async (tx) => {
       const due = (own: boolean, limit: number) => {
         // Own messages have their own small index (messages_due_own), whatever the backlog;
@@ -202,7 +206,7 @@ export class Messenger implements Notifier {
           .where('next_attempt_at', '<=', now)
           .where('locked_until', '<=', now);
         if (own) query = query.where('merchant_id', 'is', null);
-        if (this.recorder.waiting.size > 0) query = query.where('id', 'not in', [...this.recorder.waiting]);
+        if (busy.length > 0) query = query.where('id', 'not in', busy);
         return query.orderBy('next_attempt_at').limit(limit).execute();
       };
       const ids = new Set((await due(true, OWN_PER_TICK)).map((d) => d.id));
