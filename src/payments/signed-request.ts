@@ -126,7 +126,7 @@ export function signedRequests(ctx: AppContext) {
     // CONTRACT §5: 12 to 128 characters, no control characters (C0, DEL, C1). A header's bytes
     // above 0x7F are read here as one Latin-1 character each: é sent as the byte E9 (as fetch
     // sends it) verifies; sent as UTF-8 (C3 A9) it reads as two characters and will not.
-    if (nonce.length < 12 || nonce.length > 128 || /[\x00-\x1f\x7f-\x9f]/.test(nonce)) {
+    if (nonce.length < 12 || nonce.length > 128 || /\p{Cc}/u.test(nonce)) {
       throw refuse('invalid_nonce', 'X-Service-Nonce must be 12 to 128 characters, none of them a control character.');
     }
 
