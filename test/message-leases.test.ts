@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { openDatabase } from '../src/db/database.js';
+import { type Db, openDatabase } from '../src/db/database.js';
 import { createLogger } from '../src/logger.js';
 import { Messenger } from '../src/messaging/messenger.js';
 import { SmtpTransport } from '../src/messaging/transports/smtp.js';
@@ -122,4 +122,59 @@ describe('a database outage longer than the lease, with a message on the wire', 
       }
     });
   }
+});
+
+describe('a record slower than the lease', () => {
+  test('a message whose record takes longer than its lease is not sent again by this process meanwhile', async () => {
+    const database = await freshDatabase();
+    const store = await openDatabase(database.url);
+    // The first write after the server took the message, the attempt's record, waits 1.5 s
+    // first (as on a slow or partitioned link to PostgreSQL), so the 0.9 s lease runs out
+    // before it is written; the worker's claims meanwhile are not slowed.
+    let slowNext = false;
+    const slow: Db = {
+      db: store.db,
+      dialect: store.dialect,
+      ping: () => store.ping(),
+      close: () => store.close(),
+      write: async (unit) => {
+        if (slowNext) {
+          slowNext = false;
+          await sleep(1500);
+        }
+        return store.write(unit);
+      },
+    };
+    const peer = await startSmtpPeer();
+    const transport = new SmtpTransport(peer.url, { timeoutMs: 10_000 });
+    const messenger = new Messenger(slow, createLogger('silent'), { email: transport, sms: null }, Date.now, () => 86_400_000, 900);
+    peer.onReceived = () => {
+      slowNext = true;
+    };
+    try {
+      const message = await store.write((tx) => messenger.enqueue(tx, emailTo('slow-record@duka.example'), Date.now(), false));
+      let working = true;
+      const worker = (async () => {
+        while (working) {
+          await messenger.deliverDue().catch(() => undefined);
+          await sleep(50);
+        }
+      })();
+      const deadline = Date.now() + 5000;
+      while (peer.received.length === 0 && Date.now() < deadline) await sleep(10);
+      // The record written, then two more leases' worth of claims.
+      await sleep(3000);
+      working = false;
+      await worker;
+      const sent = await store.db.selectFrom('messages').selectAll().where('id', '=', message.id).executeTakeFirstOrThrow();
+      assert.equal(sent.status, 'sent');
+      assert.equal(sent.attempts, 1, 'one try, recorded once');
+      assert.equal(peer.received.length, 1, 'the server got it once');
+    } finally {
+      await messenger.close();
+      await peer.close();
+      await store.close();
+      await database.drop();
+    }
+  });
 });

@@ -13,7 +13,7 @@ const MAX_WAIT_MS = 1_000;
  * second time; kept in memory and written as soon as the database is back, it is done once.
  */
 export class OutageRecorder {
-  /** Ids whose record waits for the database: this process must not claim their rows again meanwhile. */
+  /** Ids whose record is under way or waits for the database: this process must not claim their rows again meanwhile. */
   readonly waiting = new Set<string>();
   #stopping = false;
   readonly #logged = new LogThrottle();
@@ -35,16 +35,16 @@ export class OutageRecorder {
    * unavailable, or a failure once stopping, is thrown.
    */
   async record<T>(id: string, write: (tries: number) => Promise<T>): Promise<T> {
+    // Held from the first try: a write that is slow rather than failing may outlast the lease.
+    this.waiting.add(id);
     try {
       for (let tries = 0; ; tries++) {
         try {
           return await write(tries);
         } catch (error) {
           if (!isDatabaseUnavailable(error) || this.#stopping) throw error;
-          if (tries === 0) {
-            this.waiting.add(id);
-            if (this.#logged.due(this.what))
-              this.log.warn({ err: error, id }, `database unavailable: ${this.what} are recorded once it is back`);
+          if (tries === 0 && this.#logged.due(this.what)) {
+            this.log.warn({ err: error, id }, `database unavailable: ${this.what} are recorded once it is back`);
           }
           await sleep(Math.min(100 * 2 ** tries, MAX_WAIT_MS));
         }

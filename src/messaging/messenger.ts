@@ -240,8 +240,20 @@ export class Messenger implements Notifier {
     } catch (caught) {
       error = caught as Error;
     } finally {
+      // From the send's end until its record settles, the message stays this process's
+      // (the recorder releases it), however long the record takes.
+      this.recorder.waiting.add(message.id);
       this.sending.delete(message);
     }
+    try {
+      return await this.settle(message, result, error);
+    } finally {
+      this.recorder.waiting.delete(message.id);
+    }
+  }
+
+  /** Records an attempt's outcome (its result or error) and says what it was. */
+  private async settle(message: MessageTable, result: SendResult | null, error: Error | null): Promise<Attempted> {
     // A renewal under way may still move this lease: record the outcome under the one it leaves.
     await this.renewal;
     const now = this.now();

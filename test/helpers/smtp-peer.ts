@@ -55,6 +55,8 @@ export interface SmtpPeer {
   replyDelayMs: number;
   /** AUTH commands received, right or wrong. */
   authAttempts: number;
+  /** Called with each message as it is recorded, before it is answered. */
+  onReceived: ((mail: ReceivedMail) => void) | null;
   /** Resolves when at least `count` messages have arrived (rejects after `timeoutMs`). */
   waitFor(count: number, timeoutMs?: number): Promise<ReceivedMail[]>;
   close(): Promise<void>;
@@ -79,6 +81,7 @@ export async function startSmtpPeer(options: SmtpPeerOptions = {}): Promise<Smtp
     failNext: options.failNext ?? 0,
     replyDelayMs: options.replyDelayMs ?? 0,
     authAttempts: 0,
+    onReceived: null,
     waitFor: async (count, timeoutMs = 10_000) => {
       const deadline = Date.now() + timeoutMs;
       while (peer.received.length < count) {
@@ -150,6 +153,7 @@ export async function startSmtpPeer(options: SmtpPeerOptions = {}): Promise<Smtp
             sessionId: session.id,
             at: Date.now(),
           });
+          peer.onReceived?.(peer.received[peer.received.length - 1] as ReceivedMail);
           if (peer.replyDelayMs > 0) setTimeout(() => callback(), peer.replyDelayMs);
           else callback();
         })
