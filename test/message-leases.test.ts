@@ -7,7 +7,7 @@ import { Messenger } from '../src/messaging/messenger.js';
 import { SmtpTransport } from '../src/messaging/transports/smtp.js';
 import { freshDatabase } from './helpers/harness.js';
 import { breakableDatabase } from './helpers/outage.js';
-import { startSmtpPeer } from './helpers/smtp-peer.js';
+import { type SmtpPeer, startSmtpPeer } from './helpers/smtp-peer.js';
 
 /** A merchant's email to `address`, as the messaging API stores it. */
 const emailTo = (address: string) => ({
@@ -23,6 +23,37 @@ const emailTo = (address: string) => ({
   content: 'Once only',
   segments: null,
 });
+
+/** The worker's loop, faster than the service's: every claim it can make, it makes (a failed one is tried again). */
+function runWorker(messenger: Messenger): { stop(): Promise<void> } {
+  let working = true;
+  const loop = (async () => {
+    while (working) {
+      await messenger.deliverDue().catch(() => undefined);
+      await sleep(50);
+    }
+  })();
+  return {
+    stop: async () => {
+      working = false;
+      await loop;
+    },
+  };
+}
+
+/** Resolves once the mail server has the message (at most 5 s). */
+async function atServer(peer: SmtpPeer): Promise<void> {
+  const deadline = Date.now() + 5000;
+  while (peer.received.length === 0 && Date.now() < deadline) await sleep(10);
+}
+
+/** The message went out once and was recorded sent, after one try. */
+async function assertSentOnce(store: Db, id: string, peer: SmtpPeer): Promise<void> {
+  const sent = await store.db.selectFrom('messages').selectAll().where('id', '=', id).executeTakeFirstOrThrow();
+  assert.equal(sent.status, 'sent');
+  assert.equal(sent.attempts, 1, 'one try, recorded once');
+  assert.equal(peer.received.length, 1, 'the server got it once');
+}
 
 describe('a message on the wire keeps its lease', () => {
   test('a mail server slower than the lease gets the message once, under one Message-ID, recorded once, among failing units', async () => {
@@ -93,27 +124,16 @@ describe('a database outage longer than the lease, with a message on the wire', 
       const messenger = new Messenger(store, createLogger('silent'), { email: transport, sms: null }, Date.now, () => 86_400_000, 900);
       try {
         const message = await store.write((tx) => messenger.enqueue(tx, emailTo('outage@duka.example'), Date.now(), false));
-        // The worker's loop, faster than the service's; its claims fail while the database is gone.
-        let working = true;
-        const worker = (async () => {
-          while (working) {
-            await messenger.deliverDue().catch(() => undefined);
-            await sleep(50);
-          }
-        })();
-        const deadline = Date.now() + 5000;
-        while (peer.received.length === 0 && Date.now() < deadline) await sleep(10);
+        // Its claims fail while the database is gone.
+        const worker = runWorker(messenger);
+        await atServer(peer);
         await database.down(store);
         await sleep(2000);
         await database.up(store);
         // Two more leases' worth of claims after the database is back, and the server's answer.
         await sleep(replyDelayMs + 2000);
-        working = false;
-        await worker;
-        const sent = await store.db.selectFrom('messages').selectAll().where('id', '=', message.id).executeTakeFirstOrThrow();
-        assert.equal(sent.status, 'sent');
-        assert.equal(sent.attempts, 1, 'one try, recorded once');
-        assert.equal(peer.received.length, 1, 'the server got it once');
+        await worker.stop();
+        await assertSentOnce(store, message.id, peer);
       } finally {
         await messenger.close();
         await peer.close();
@@ -153,23 +173,12 @@ describe('a record slower than the lease', () => {
     };
     try {
       const message = await store.write((tx) => messenger.enqueue(tx, emailTo('slow-record@duka.example'), Date.now(), false));
-      let working = true;
-      const worker = (async () => {
-        while (working) {
-          await messenger.deliverDue().catch(() => undefined);
-          await sleep(50);
-        }
-      })();
-      const deadline = Date.now() + 5000;
-      while (peer.received.length === 0 && Date.now() < deadline) await sleep(10);
+      const worker = runWorker(messenger);
+      await atServer(peer);
       // The record written, then two more leases' worth of claims.
       await sleep(3000);
-      working = false;
-      await worker;
-      const sent = await store.db.selectFrom('messages').selectAll().where('id', '=', message.id).executeTakeFirstOrThrow();
-      assert.equal(sent.status, 'sent');
-      assert.equal(sent.attempts, 1, 'one try, recorded once');
-      assert.equal(peer.received.length, 1, 'the server got it once');
+      await worker.stop();
+      await assertSentOnce(store, message.id, peer);
     } finally {
       await messenger.close();
       await peer.close();
