@@ -29,10 +29,12 @@ export function createContext(parts: {
   const { config } = parts;
   // A login code or a payment prompt is worth sending while there is time left to use it.
   const windows: Record<string, number> = { otp: OTP_TTL_SECONDS * 800, payment_prompt: config.paymentTtlSeconds * 800 };
+  const secretBox = new SecretBox(parts.config.masterKey);
   const messenger = new Messenger(
     parts.store,
     parts.log,
     parts.transports ?? { email: null, sms: null },
+    secretBox,
     now,
     (purpose) => windows[purpose] ?? config.messageRetryWindowSeconds * 1000,
   );
@@ -42,7 +44,7 @@ export function createContext(parts: {
     log: parts.log,
     messenger,
     notifier: messenger,
-    secretBox: new SecretBox(parts.config.masterKey),
+    secretBox,
     now,
   };
 }

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { assertError } from './helpers/assertions.js';
 import { admin, call, createMerchant, createPayer, lastOtpSentTo, type Reply, unique } from './helpers/client.js';
@@ -384,6 +385,24 @@ describe('Sessions in production', () => {
     const confirmed = await confirm(lipa, merchant.login, otp);
     assertTokenReply(confirmed);
     assert.equal((await call(lipa.url, 'GET', '/api/v1/points-of-sale', { token: confirmed.body.token })).status, 200);
+  });
+
+  test('no login code is stored in the clear: the database holds it sealed', async () => {
+    const merchant = await createMerchant(lipa);
+    const payer = await createPayer(lipa);
+    const codes = [
+      (await loginForOtp(lipa, merchant.login, merchant.password, merchant.login)).otp,
+      (await loginForOtp(lipa, payer.phone, payer.pin, payer.phone)).otp,
+    ];
+    const rows = await lipa.ctx.store.db.selectFrom('messages').select(['id', 'content']).where('purpose', '=', 'otp').execute();
+    assert.ok(rows.length >= 2);
+    for (const row of rows) assert.doesNotMatch(row.content, /verification code|[0-9]{6}/, row.content);
+    if (lipa.databaseUrl.startsWith('file:')) {
+      // Nor anywhere in the files: the database and its write-ahead log.
+      const path = lipa.databaseUrl.slice('file:'.length);
+      const bytes = Buffer.concat([readFileSync(path), readFileSync(`${path}-wal`)]);
+      for (const code of codes) assert.equal(bytes.includes(`code is ${code}`), false, code);
+    }
   });
 
   test('the staging OTP is refused for a payer too', async () => {

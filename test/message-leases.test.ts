@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Db, openDatabase } from '../src/db/database.js';
 import { createLogger } from '../src/logger.js';
 import { Messenger } from '../src/messaging/messenger.js';
 import { SmtpTransport } from '../src/messaging/transports/smtp.js';
+import { SecretBox } from '../src/security/secret-box.js';
 import { freshDatabase } from './helpers/harness.js';
 import { breakableDatabase } from './helpers/outage.js';
 import { type SmtpPeer, startSmtpPeer } from './helpers/smtp-peer.js';
@@ -62,7 +64,15 @@ describe('a message on the wire keeps its lease', () => {
     // The server answers each message 2.5 s after it arrives; a lease lasts 0.9 s.
     const peer = await startSmtpPeer({ replyDelayMs: 2500 });
     const transport = new SmtpTransport(peer.url, { timeoutMs: 10_000 });
-    const messenger = new Messenger(store, createLogger('silent'), { email: transport, sms: null }, Date.now, () => 86_400_000, 900);
+    const messenger = new Messenger(
+      store,
+      createLogger('silent'),
+      { email: transport, sms: null },
+      new SecretBox(randomBytes(32)),
+      Date.now,
+      () => 86_400_000,
+      900,
+    );
     try {
       const message = await store.write((tx) => messenger.enqueue(tx, emailTo('slow@duka.example'), Date.now(), false));
       // Meanwhile other units keep failing: on SQLite some share a batch with a renewal, which
@@ -121,7 +131,15 @@ describe('a database outage longer than the lease, with a message on the wire', 
       const store = await openDatabase(database.url);
       const peer = await startSmtpPeer({ replyDelayMs });
       const transport = new SmtpTransport(peer.url, { timeoutMs: 10_000 });
-      const messenger = new Messenger(store, createLogger('silent'), { email: transport, sms: null }, Date.now, () => 86_400_000, 900);
+      const messenger = new Messenger(
+        store,
+        createLogger('silent'),
+        { email: transport, sms: null },
+        new SecretBox(randomBytes(32)),
+        Date.now,
+        () => 86_400_000,
+        900,
+      );
       try {
         const message = await store.write((tx) => messenger.enqueue(tx, emailTo('outage@duka.example'), Date.now(), false));
         // Its claims fail while the database is gone.
@@ -167,7 +185,15 @@ describe('a record slower than the lease', () => {
     };
     const peer = await startSmtpPeer();
     const transport = new SmtpTransport(peer.url, { timeoutMs: 10_000 });
-    const messenger = new Messenger(slow, createLogger('silent'), { email: transport, sms: null }, Date.now, () => 86_400_000, 900);
+    const messenger = new Messenger(
+      slow,
+      createLogger('silent'),
+      { email: transport, sms: null },
+      new SecretBox(randomBytes(32)),
+      Date.now,
+      () => 86_400_000,
+      900,
+    );
     peer.onReceived = () => {
       slowNext = true;
     };

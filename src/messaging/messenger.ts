@@ -8,7 +8,9 @@ import { backoffMs } from '../jobs/backoff.js';
 import { LogThrottle } from '../logger.js';
 import type { Notifier, OutgoingMessage } from '../notifier/notifier.js';
 import { splitPhone } from '../notifier/notifier.js';
+import type { SecretBox } from '../security/secret-box.js';
 import { randomId } from '../security/tokens.js';
+import { hideCodes, holdsCode, readText, storedText } from './login-codes.js';
 import { Receipts } from './receipts.js';
 import { countSegments } from './sms-segments.js';
 import {
@@ -98,6 +100,8 @@ export class Messenger implements Notifier {
     private readonly store: Db,
     private readonly log: FastifyBaseLogger,
     readonly transports: Transports,
+    /** Seals login codes at rest (login-codes.ts). */
+    private readonly box: SecretBox,
     private readonly now: () => number = Date.now,
     /** How long after it was stored a message is still worth trying (a login code, a prompt: as long as they are valid). */
     private readonly retryWindowMs: (purpose: string) => number = () => 86_400_000,
@@ -125,9 +129,11 @@ export class Messenger implements Notifier {
    */
   async enqueue(tx: Tx, message: NewMessage, now: number, claimed: boolean): Promise<MessageTable> {
     const embedded = this.embedded(message.type);
+    const id = randomId('msg_');
     const row: MessageTable = {
-      id: randomId('msg_'),
+      id,
       ...message,
+      content: storedText(this.box, message.purpose, id, message.content),
       status: embedded ? 'delivered' : 'queued',
       created_at: now,
       updated_at: now,
@@ -402,7 +408,7 @@ export class Messenger implements Notifier {
         to: message.email ?? '',
         subject: message.subject ?? '',
         contentType: message.content_type === 'html' ? 'html' : 'text',
-        content: message.content,
+        content: this.textOf(message),
         createdAt: message.created_at,
         urgent: message.merchant_id === null,
       });
@@ -413,19 +419,31 @@ export class Messenger implements Notifier {
       id: message.id,
       countryCode: message.phone_country_code ?? '',
       number: message.phone_number ?? '',
-      content: message.content,
+      content: this.textOf(message),
       urgent: message.merchant_id === null,
     });
   }
 
+  /** The text to hand to the transport; a login code that does not open is never sent. */
+  private textOf(message: MessageTable): string {
+    try {
+      return readText(this.box, message);
+    } catch {
+      throw new PermanentSendError(
+        'the stored login code does not open: it was sealed under another LIPA_MASTER_KEY',
+        'Not sent: the code was sealed under another master key; ask for a new one.',
+      );
+    }
+  }
+
   /**
-   * Once a real transport has taken an OTP, its code need not stay in the database: the
-   * stored text keeps its shape with the digits hidden. (The embedded outbox keeps it: there
-   * the outbox is the recipient's inbox.)
+   * Once a real transport has taken a login code, it need not stay in the database, even
+   * sealed: the stored text keeps its shape with the digits hidden. (The embedded outbox
+   * keeps it sealed: there the outbox is the recipient's inbox.)
    */
   private redactedAfterSend(message: MessageTable, status: MessageStatus): string {
-    if (message.purpose !== 'otp' || (status !== 'sent' && status !== 'delivered')) return message.content;
-    return hideCodes(message.content);
+    if (!holdsCode(message.purpose) || (status !== 'sent' && status !== 'delivered')) return message.content;
+    return hideCodes(this.textOf(message));
   }
 
   /** Applies kept receipts whose submission is now on record (Receipts.matchKept); nothing without SMPP. */
@@ -451,6 +469,3 @@ export class Messenger implements Notifier {
     if (this.renewTimer) clearInterval(this.renewTimer);
   }
 }
-
-/** An OTP's text with its code hidden, its shape kept. */
-export const hideCodes = (text: string): string => text.replace(/\b[0-9]{6}\b/g, '******');

@@ -1,6 +1,7 @@
 import type { AppContext } from '../context.js';
+import type { MessageTable } from '../db/schema.js';
 import { isoTime } from '../http/time.js';
-import { hideCodes } from './messenger.js';
+import { hideCodes, holdsCode, readText } from './login-codes.js';
 
 /**
  * Every message the service stored, newest first, as operators read them (GET
@@ -21,9 +22,20 @@ export async function listOutbox(ctx: AppContext, limit: number) {
     to: m.type === 'email' ? (m.email ?? '') : `${m.phone_country_code ?? ''}${m.phone_number ?? ''}`,
     subject: m.subject,
     contentType: m.content_type,
-    // Staging testers read login codes here; in production no operator may read one.
-    content: m.purpose === 'otp' && ctx.config.env === 'production' ? hideCodes(m.content) : m.content,
+    content: shownText(ctx, m),
     status: m.status,
     createdAt: isoTime(m.created_at),
   }));
+}
+
+/** Staging testers read login codes here; in production no operator may read one. */
+function shownText(ctx: AppContext, m: MessageTable): string {
+  if (!holdsCode(m.purpose)) return m.content;
+  let text: string;
+  try {
+    text = readText(ctx.secretBox, m);
+  } catch {
+    return '(a login code sealed under another LIPA_MASTER_KEY)';
+  }
+  return ctx.config.env === 'production' ? hideCodes(text) : text;
 }

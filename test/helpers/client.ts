@@ -1,3 +1,4 @@
+import { readText } from '../../src/messaging/login-codes.js';
 import { ADMIN_TOKEN, type Lipa, STAGING_OTP } from './harness.js';
 
 export interface Reply {
@@ -98,7 +99,8 @@ export async function lastOtpSentTo(lipa: Lipa, to: string): Promise<string> {
       .orderBy('created_at', 'desc')
       .orderBy('id', 'desc')
       .execute();
-    content = rows.find((m) => (m.type === 'email' ? m.email : `${m.phone_country_code}${m.phone_number}`) === to)?.content;
+    const row = rows.find((m) => (m.type === 'email' ? m.email : `${m.phone_country_code}${m.phone_number}`) === to);
+    content = row && readText(lipa.ctx.secretBox, row);
   }
   const otp = content?.match(/\b([0-9]{6})\b/)?.[1];
   if (!otp) throw new Error(`no OTP in the outbox for ${to}`);
