@@ -628,12 +628,13 @@ describe('callback targets with CALLBACK_ALLOW_PRIVATE=false (SSRF)', () => {
     await dns.close();
   });
 
-  test('loopback, IPv4-mapped loopback, 0.0.0.0, metadata and a name resolving to 10.x are never contacted', async () => {
+  test('loopback, IPv4-mapped and IPv4-compatible loopback, 0.0.0.0, metadata and a name resolving to 10.x are never contacted', async () => {
     const merchant = await merchantWithPos(strictLipa, { resultUrl: `http://127.0.0.1:${port}/result` });
     const client = clientFor(strictLipa.url, merchant);
     const targets = [
       { url: `${receiver.url}/loopback`, address: '127.0.0.1' },
       { url: `http://[::ffff:127.0.0.1]:${port}/mapped`, address: '' },
+      { url: `http://[::127.0.0.1]:${port}/compatible`, address: '::7f00:1' },
       { url: `http://0.0.0.0:${port}/unspecified`, address: '0.0.0.0' },
       { url: 'http://169.254.169.254/latest/meta-data/', address: '169.254.169.254' },
       { url: `http://internal.lipa.test:${port}/dns`, address: '10.20.30.40' },

@@ -26,10 +26,16 @@ export interface CallbackResult {
   durationMs: number;
 }
 
-/** Public unicast only: no loopback, private, link-local, metadata, CGNAT, multicast, reserved. */
+/**
+ * Public unicast only: no loopback, private, link-local, metadata, CGNAT, multicast, reserved.
+ * Nor IPv4-compatible IPv6 (`::a.b.c.d`, deprecated by RFC 4291): ipaddr.js calls it unicast,
+ * and a host that still routes it would reach the IPv4 address inside (`[::127.0.0.1]`).
+ */
 export function isPublicAddress(address: string): boolean {
   if (!ipaddr.isValid(address)) return false;
-  return ipaddr.process(address).range() === 'unicast'; // process() unwraps IPv4-mapped IPv6
+  const parsed = ipaddr.process(address); // unwraps IPv4-mapped IPv6
+  if (parsed.kind() === 'ipv6' && (parsed as ipaddr.IPv6).parts.slice(0, 6).every((part) => part === 0)) return false;
+  return parsed.range() === 'unicast';
 }
 
 interface Resolved {
