@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { Agent, request as httpRequest } from 'node:http';
 import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -81,6 +81,23 @@ describe('the service process', () => {
     );
     const reopened = await openDatabase(database.url, { upTo: '001_foundation' }).catch((error: Error) => error);
     assert.ok(reopened instanceof Error, 'still refused');
+  });
+
+  test('a new SQLite database, its log and a directory made for it are for its owner only', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'lipa-modes-'));
+    try {
+      const file = join(dir, 'data', 'lipa.sqlite');
+      const store = await openDatabase(`file:${file}`);
+      try {
+        const modes = Object.fromEntries(['', '-wal', '-shm'].map((suffix) => [suffix, statSync(`${file}${suffix}`).mode & 0o777]));
+        assert.deepEqual(modes, { '': 0o600, '-wal': 0o600, '-shm': 0o600 });
+        assert.equal(statSync(join(dir, 'data')).mode & 0o777, 0o700);
+      } finally {
+        await store.close();
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test('a SQLite file this process may not write, or not even read: one line saying so, instead of a service whose every write fails', async () => {

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { CompiledQuery, Kysely, Migrator, PostgresDialect, type QueryResult, type SqliteDatabase, SqliteDialect, sql } from 'kysely';
@@ -76,7 +76,7 @@ export async function migrate(db: Kysely<Database>, upTo?: string): Promise<stri
 }
 
 function openSqlite(path: string): Db {
-  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  if (path !== ':memory:') createPrivately(path);
   let sqlite: BetterSqlite3.Database;
   try {
     sqlite = new BetterSqlite3(path);
@@ -131,6 +131,21 @@ function openSqlite(path: string): Db {
       await db.destroy();
     },
   };
+}
+
+/**
+ * A new database file is readable by its owner only (0600), and so its -wal and -shm files,
+ * which SQLite creates with the database's permissions; a directory made for it is 0700. It
+ * holds password hashes and sealed secrets: other users of the host have no business there.
+ * An existing file keeps the permissions its operator gave it.
+ */
+function createPrivately(path: string): void {
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  try {
+    closeSync(openSync(path, 'wx', 0o600));
+  } catch (error) {
+    if ((error as { code?: unknown }).code !== 'EEXIST') throw error;
+  }
 }
 
 interface CachedStatements extends SqliteDatabase {
