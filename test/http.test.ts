@@ -187,6 +187,22 @@ describe('HTTP hygiene', () => {
     }
   });
 
+  test('a refused body is never repeated in the answer: it may hold a password', async () => {
+    const secret = 'hunter2-Secret';
+    for (const raw of [
+      `{"login":"a@b.c","password":"${secret}\\u0000"}`,
+      `{"login":"a@b.c","password":"${secret}\\udc00"}`,
+      `x{"login":"a@b.c","password":"${secret}"}`,
+      `{"login":"a@b.c","password":"${secret}","n":tru}`,
+    ]) {
+      for (const path of ['/api/v1/authorization', '/api/messages']) {
+        const reply = await call(lipa.url, 'POST', path, { raw, headers: { api_key: 'k' } });
+        assert.ok(reply.status >= 400, `${path} ${raw}: ${reply.status}`);
+        assert.ok(!reply.text.includes(secret), `${path} ${raw}: ${reply.text}`);
+      }
+    }
+  });
+
   test('a NUL character (%00) in an id is 404 and in a query value 422, never 500 (PostgreSQL cannot store one)', async () => {
     const merchant = await merchantSession(lipa);
     const bearer = { authorization: `Bearer ${merchant.token}` };

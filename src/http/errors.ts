@@ -261,7 +261,7 @@ export function toAppError(error: FastifyError | Error): AppError {
   }
   if (fastifyError.statusCode === 400 && (error instanceof SyntaxError || fastifyError.code?.startsWith('FST_ERR_CTP'))) {
     // JSON syntax errors and __proto__ / constructor.prototype keys (refused by the parser).
-    return new AppError('invalid_json', `The body is not acceptable JSON: ${error.message}`);
+    return notJson(error);
   }
   if (fastifyError.statusCode === 404) return new AppError('not_found', 'Not found.');
   if (fastifyError.statusCode === 413) return tooLarge();
@@ -289,4 +289,14 @@ export function errorHandler(error: FastifyError, request: FastifyRequest, reply
   // memory) is as often a bug as an outage, and must reach whoever watches the error log.
   if (appError.code === 'database_unavailable') request.log.error({ err: error }, 'database unavailable');
   return sendError(reply, appError);
+}
+
+/**
+ * A body the parser refused, saying why in the parser's words, less the excerpt of the body
+ * V8 quotes in some (`Unexpected token 'x', "{"pin":"1234"x}" is not valid JSON`): a body may
+ * hold a password, and an answer that repeats it may end up in a client's or a proxy's log.
+ */
+export function notJson(error: Error): AppError {
+  const says = error.message.replace(/, ".*" is not valid JSON$/s, '');
+  return new AppError('invalid_json', `The body is not acceptable JSON: ${says}`);
 }

@@ -1,5 +1,5 @@
 import secureJson from 'secure-json-parse';
-import { AppError } from './errors.js';
+import { AppError, notJson } from './errors.js';
 
 /** JSON is UTF-8: a body that is not valid UTF-8 is refused, not read with U+FFFD in it. */
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
@@ -53,7 +53,7 @@ export function parseStrictJson(body: Uint8Array): unknown {
     text = utf8.decode(body);
     parsed = secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' });
   } catch (error) {
-    throw new AppError('invalid_json', `The body is not acceptable JSON: ${(error as Error).message}`);
+    throw notJson(error as Error);
   }
   const problem = ambiguity(text);
   if (problem !== null) throw new AmbiguousJsonError(problem, parsed);
@@ -93,8 +93,9 @@ function ambiguity(text: string): Problem | null {
         if (names.has(name)) return at(`the member ${JSON.stringify(name)} appears twice in one object`);
         names.add(name);
       }
-      if (value !== null && LONE_SURROGATE.test(value)) return at(`the string ${text.slice(start, i + 1)} has a lone surrogate`);
-      if (value?.includes('\u0000')) return at(`the string ${text.slice(start, i + 1)} has a NUL character (\\u0000)`);
+      // The string itself is not repeated: it may be a password.
+      if (value !== null && LONE_SURROGATE.test(value)) return at(`a string has a lone surrogate (half of a UTF-16 pair)`);
+      if (value?.includes('\u0000')) return at(`a string has a NUL character (\\u0000)`);
     } else if (c === 0x7b) {
       frames.push(new Set());
       path.push('');
