@@ -4,6 +4,7 @@ import { createSocket } from 'node:dgram';
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
+import pg from 'pg';
 import { buildApp } from '../src/app.js';
 import { deliverDueCallbacks, MAX_ATTEMPTS, RETRY_FACTOR, stopCallbacks, UNFINISHED } from '../src/callbacks/worker.js';
 import { LipaClient, type Payment, verifyCallback } from '../src/client/index.js';
@@ -538,6 +539,60 @@ describe('callback delivery: retries, back-off, redelivery, body and signature',
         delivery.history.map((a) => a.statusCode),
         [200, 200],
       );
+    } finally {
+      await receiver.close();
+    }
+  });
+  test('a redelivery asked for while an attempt is on the wire, or while its outcome is being written, is one more send after it', async () => {
+    const receiver = await startReceiver();
+    try {
+      receiver.respond = () => ({ status: 200, afterMs: 1_000 });
+      const merchant = await merchantWithPos(lipa, { resultUrl: `${receiver.url}/slow` });
+      const payment = await pay(clientFor(lipa.url, merchant), merchant, `${receiver.url}/slow`);
+      const sends = () => onPath(receiver, '/slow');
+      const redeliver = async () => {
+        const eventId = JSON.parse((await receiver.waitFor(1))[0]?.body ?? '{}').eventId as string;
+        return call(lipa.url, 'POST', `/api/v1/callbacks/${eventId}/redeliver`, { token: merchant.token });
+      };
+      const settled = async (count: number) => {
+        await waitForDelivery(
+          lipa.url,
+          merchant.token,
+          payment.paymentIdentifier,
+          `${receiver.url}/slow`,
+          (d) => d.history.length === count && d.status === 'delivered',
+        );
+        await sleep(1_500);
+        assert.equal(sends().length, count, `${count} sends, no more`);
+      };
+
+      // On the wire: the attempt's record says "once more", and the worker sends it.
+      await receiver.waitFor(1);
+      assert.equal((await redeliver()).status, 202);
+      await settled(2);
+
+      // On PostgreSQL, asked for between the record's read of the delivery and its write (the
+      // row held by another session meanwhile, as a slow database would): the write must not
+      // undo it. (SQLite runs one write transaction at a time: no such moment.)
+      if (lipa.ctx.store.dialect !== 'postgres') return;
+      const holder = new pg.Client({ connectionString: lipa.databaseUrl });
+      await holder.connect();
+      try {
+        assert.equal((await redeliver()).status, 202);
+        await receiver.waitFor(3);
+        const onTheWire = sends()[2]?.at ?? 0;
+        await holder.query('begin');
+        const eventId = JSON.parse(sends()[0]?.body ?? '{}').eventId as string;
+        await holder.query('select id from callback_deliveries where event_id = $1 for no key update', [eventId]);
+        const asked = redeliver();
+        // The answer comes at 1 s; its record then waits for the row, as does the redelivery.
+        await sleep(Math.max(0, onTheWire + 1_400 - Date.now()));
+        await holder.query('commit');
+        assert.equal((await asked).status, 202);
+        await settled(4);
+      } finally {
+        await holder.end();
+      }
     } finally {
       await receiver.close();
     }

@@ -1,4 +1,5 @@
 import type { AppContext } from '../context.js';
+import { lockedRead } from '../db/database.js';
 import { AppError } from '../http/errors.js';
 
 /**
@@ -16,11 +17,16 @@ export async function redeliverEvent(ctx: AppContext, merchantId: string, eventI
       .where('merchant_id', '=', merchantId)
       .executeTakeFirst();
     if (!event) return false;
-    const deliveries = await tx
-      .selectFrom('callback_deliveries')
-      .select(['id', 'status', 'attempts', 'locked_until'])
-      .where('event_id', '=', eventId)
-      .execute();
+    // Locked until the commit on PostgreSQL: an attempt being recorded meanwhile is either
+    // seen finished or waits and then sees the request (worker.ts, record).
+    const deliveries = await lockedRead(
+      ctx.store.dialect,
+      tx
+        .selectFrom('callback_deliveries')
+        .select(['id', 'status', 'attempts', 'locked_until'])
+        .where('event_id', '=', eventId)
+        .orderBy('id'),
+    ).execute();
     for (const d of deliveries) {
       // One more try now; a delivery still retrying keeps the tries it has left, and a
       // failed one (all its tries made) fails again if this one fails too. `attempts`

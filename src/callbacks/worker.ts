@@ -1,6 +1,7 @@
 import type { Selectable } from 'kysely';
 import { signRequest } from '../client/signing.js';
 import type { AppContext } from '../context.js';
+import { lockedRead } from '../db/database.js';
 import { OutageRecorder } from '../db/record-retry.js';
 import type { CallbackDeliveryTable } from '../db/schema.js';
 import { backoffMs } from '../jobs/backoff.js';
@@ -194,6 +195,12 @@ async function record(
   const now = ctx.now();
   const attempts = await ctx.store.write(async (tx) => {
     if (again && (await tx.selectFrom('callback_attempts').select('id').where('id', '=', attempted.id).executeTakeFirst())) return null;
+    // Locked until the commit on PostgreSQL: a redelivery asked for meanwhile waits, and then
+    // sees this attempt recorded, rather than being overwritten by it.
+    const current = await lockedRead(
+      ctx.store.dialect,
+      tx.selectFrom('callback_deliveries').select(['attempts', 'redeliver_requested', 'locked_until']).where('id', '=', delivery.id),
+    ).executeTakeFirstOrThrow();
     await tx
       .insertInto('callback_attempts')
       .values({
@@ -206,11 +213,6 @@ async function record(
         duration_ms: result.durationMs,
       })
       .execute();
-    const current = await tx
-      .selectFrom('callback_deliveries')
-      .select(['attempts', 'redeliver_requested', 'locked_until'])
-      .where('id', '=', delivery.id)
-      .executeTakeFirstOrThrow();
     // The lease ran out and another worker has the delivery now: this attempt's outcome
     // replaces the "no outcome" record they made of it (and counted), but the delivery's
     // state is theirs to set.

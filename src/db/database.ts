@@ -44,6 +44,16 @@ export async function openDatabase(url: string, options: OpenOptions = {}): Prom
   return { ...handle, migrationsApplied: await migrate(handle.db, options.upTo) };
 }
 
+/**
+ * A read whose rows the unit goes on to change on the strength of what it read: on
+ * PostgreSQL `SELECT … FOR UPDATE`, so that a concurrent unit doing the same waits for this
+ * one's commit (READ COMMITTED would let both read, then the later write undo the earlier).
+ * SQLite runs one write transaction at a time, so its reads in a unit are already safe.
+ */
+export function lockedRead<Q extends { forUpdate(): Q }>(dialect: Dialect, query: Q): Q {
+  return dialect === 'postgres' ? query.forUpdate() : query;
+}
+
 /** The database answers but must not be relied on; the message says why and what to do. */
 export class DatabaseNotReady extends Error {}
 
