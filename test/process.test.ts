@@ -321,10 +321,10 @@ describe('the service process', () => {
       agent: new Agent({ keepAlive: true }),
       headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
     });
-    const answered = new Promise<number | undefined>((resolve, reject) => {
+    const answered = new Promise<string>((resolve, reject) => {
       request.on('response', (response) => {
         response.resume();
-        resolve(response.statusCode);
+        resolve(`${response.statusCode} ${response.headers.connection}`);
       });
       request.on('error', reject);
     });
@@ -335,7 +335,9 @@ describe('the service process', () => {
     await new Promise((r) => setTimeout(r, 150));
     assert.equal(child.exitCode, null, 'still draining while a request is in flight');
     request.end(body.slice(10));
-    assert.equal(await answered, 401, 'the in-flight request was answered');
+    // Answered, and told that its keep-alive connection closes: the client's next request
+    // goes to a new connection (refused: another instance's), not one about to be closed.
+    assert.equal(await answered, '401 close', 'the in-flight request was answered');
     const answeredAt = Date.now();
     assert.equal(await exited, 0, stderr);
     // Its keep-alive connection is closed once answered, not held for the 72 s keep-alive timeout.
@@ -386,6 +388,7 @@ describe('the service process', () => {
 
     const [first, second] = answers.split(/(?=HTTP\/1\.1 )/);
     assert.match(first ?? '', /^HTTP\/1\.1 401 /, 'the request in flight is answered');
+    assert.doesNotMatch(first ?? '', /\r\nconnection: close\r\n/i, 'the connection stays open for the answer behind it');
     const [head = '', json = ''] = (second ?? '').split('\r\n\r\n');
     assert.match(head, /^HTTP\/1\.1 503 /, answers);
     assert.match(head, /\r\nretry-after: 1\r\n/i);

@@ -203,6 +203,14 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
     closing = true;
     done();
   });
+  // And the answers to those in flight say the connection closes: a keep-alive client would
+  // otherwise send its next request on it just as the stop closes it, and get no answer at all.
+  // Unless a request pipelined behind one of them was read meanwhile: that one's 503 closes it.
+  const refusedBehind = new WeakSet<object>();
+  app.addHook('onSend', (request, reply, payload, done) => {
+    if (closing && !refusedBehind.has(request.raw.socket)) reply.header('connection', 'close');
+    done(null, payload);
+  });
 
   // Every request passes here: a callback hook, which costs Fastify less than an async one.
   app.addHook('onRequest', (request, reply, done) => {
@@ -214,6 +222,8 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
     // Stopping: nothing of the request is done (its nonce is not used up), and the connection
     // closes so that the client's next try opens a new one, to another instance or a restart.
     if (closing) {
+      // Node answers pipelined requests in order; the one being answered is _httpMessage.
+      if ((request.raw.socket as { _httpMessage?: unknown })._httpMessage !== reply.raw) refusedBehind.add(request.raw.socket);
       reply.header('connection', 'close');
       reply.header('retry-after', '1');
       if (isMessagingPath(pathOf(request.url))) return void messagingReply.internalError(reply);
