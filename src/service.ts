@@ -3,9 +3,13 @@ import { buildApp, buildMockApp } from './app.js';
 import { type Config, ConfigError, DEFAULT_SMTP_FROM, loadConfig } from './config.js';
 import { createContext } from './context.js';
 import { openDatabase } from './db/database.js';
+import { refuseRequests } from './http/server.js';
 import { startBackground } from './jobs/background.js';
 import { createLogger } from './logger.js';
 import { createTransports } from './messaging/transports/index.js';
+
+/** How long a stopping service answers 503 stopping on the connections it has before it closes them. */
+const REFUSING_MS = 500;
 
 /**
  * Starts the service; resolves with its graceful stop (the caller wires it to SIGTERM and
@@ -55,6 +59,12 @@ export async function main(): Promise<(signal: string) => Promise<void>> {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'draining');
+    // Requests are refused at once, but the connections stay open a moment: a keep-alive client
+    // that had an answer just before sends its next request within milliseconds, and gets a
+    // 503 stopping for it rather than a connection closed under it.
+    refuseRequests(app);
+    if (mock) refuseRequests(mock);
+    await new Promise((resolve) => setTimeout(resolve, REFUSING_MS));
     // Listeners stop accepting, in-flight requests finish, then background work and the database.
     // A keep-alive connection whose request was in flight becomes idle once answered: close it
     // then, rather than when its client or the keep-alive timeout (72 s) ends it.

@@ -345,6 +345,38 @@ describe('the service process', () => {
     await assert.rejects(fetch(`${url}/health`), 'no longer listening');
   });
 
+  test('a keep-alive connection idle when SIGTERM comes: its next request, soon after, gets 503 stopping, not a reset', async () => {
+    const database = await freshDatabase();
+    databases.push(database);
+    const port = await freePort();
+    const child = spawn(process.execPath, MAIN, {
+      env: { PATH: process.env.PATH ?? '', PORT: String(port), MOCK_PORT: '0', DATABASE_URL: database.url, ADMIN_TOKEN, LOG_LEVEL: 'warn' },
+      stdio: ['ignore', 'ignore', 'ignore'],
+    });
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    await waitUntilUp(`http://127.0.0.1:${port}`, child);
+    const socket = connect(port, '127.0.0.1');
+    let answers = '';
+    socket.setEncoding('latin1').on('data', (chunk: string) => {
+      answers += chunk;
+    });
+    const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+    socket.on('error', () => {});
+    const get = `GET /health HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`;
+    socket.write(get);
+    await until('the first answer', () => /\r\n\r\n/.test(answers));
+    child.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 150));
+    socket.write(get);
+    await closed;
+    assert.equal(await exited, 0);
+    const [first = '', second = ''] = answers.split(/(?=HTTP\/1\.1 )/);
+    assert.match(first, /^HTTP\/1\.1 200 /);
+    assert.match(second, /^HTTP\/1\.1 503 /, answers);
+    assert.match(second, /\r\nconnection: close\r\n/i);
+    assert.match(second, /"code":"stopping"/);
+  });
+
   test('a request that comes on an open connection while it stops gets a 503 stopping with Retry-After, in the API shape', async () => {
     const database = await freshDatabase();
     databases.push(database);

@@ -62,6 +62,19 @@ export interface ServerOptions {
   trustProxy?: string[];
 }
 
+/** How each server starts refusing requests (refuseRequests). */
+const refusers = new WeakMap<App, () => void>();
+
+/**
+ * From now on every request this server reads, on any connection, new or kept alive, gets
+ * `503 stopping` with `Connection: close`, and the answers still to come close their
+ * connections. close() does the same; calling this a moment before it lets a keep-alive
+ * client that just had an answer get a 503 for its next request rather than a reset.
+ */
+export function refuseRequests(app: App): void {
+  refusers.get(app)?.();
+}
+
 export function createServer(logger: FastifyBaseLogger, options: ServerOptions = {}): App {
   const app = Fastify({
     loggerInstance: logger,
@@ -199,6 +212,9 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
 
   // Set once close() is called (SIGTERM): requests still arriving on open connections are refused.
   let closing = false;
+  refusers.set(app, () => {
+    closing = true;
+  });
   app.addHook('preClose', (done) => {
     closing = true;
     done();
