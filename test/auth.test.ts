@@ -465,4 +465,21 @@ describe('Per-IP limit on endpoints 1 to 3', () => {
       assert.ok(Array.isArray(categories.body));
     }
   });
+  test('an IPv6 client is counted by its /64, an IPv4 client by its address', async () => {
+    const proxied = await startLipa({ RATE_LIMIT_AUTH_IP_PER_MIN: '2', TRUST_PROXY: '127.0.0.1' });
+    try {
+      const from = (client: string) =>
+        call(proxied.url, 'POST', AUTH, { body: { login: 'nobody@example.com', password: 'x' }, headers: { 'x-forwarded-for': client } });
+      assertError(await from('2001:db8:1:2::a'), 401, 'invalid_credentials');
+      assertError(await from('2001:db8:1:2:ffff::b'), 401, 'invalid_credentials');
+      assertRateLimited(await from('2001:db8:1:2::c'));
+      assertError(await from('2001:db8:1:3::a'), 401, 'invalid_credentials');
+      assertError(await from('10.0.0.1'), 401, 'invalid_credentials');
+      assertError(await from('10.0.0.1'), 401, 'invalid_credentials');
+      assertRateLimited(await from('::ffff:10.0.0.1'));
+      assertError(await from('10.0.0.2'), 401, 'invalid_credentials');
+    } finally {
+      await proxied.close();
+    }
+  });
 });

@@ -3,7 +3,7 @@ import type { AppContext } from '../context.js';
 import type { Audience, SubjectType } from '../db/schema.js';
 import { safeEqual, sha256Hex } from '../security/tokens.js';
 import { AppError } from './errors.js';
-import { WindowLimiter } from './rate-limit.js';
+import { clientOf, WindowLimiter } from './rate-limit.js';
 import type { Principal } from './types.js';
 
 const CHALLENGE = { 'WWW-Authenticate': 'Bearer' };
@@ -56,11 +56,11 @@ export function requireAdmin(ctx: AppContext) {
   }
   const limiter = failures;
   return async (request: FastifyRequest): Promise<void> => {
-    limiter.check(request.ip);
+    limiter.check(clientOf(request));
     const token = bearerToken(request);
     if (!token || !safeEqual(token, ctx.config.adminToken)) {
       // A request without any credentials guesses nothing; one with a wrong one counts.
-      if (request.headers.authorization !== undefined) limiter.hit(request.ip);
+      if (request.headers.authorization !== undefined) limiter.hit(clientOf(request));
       throw new AppError('unauthorized', 'The operator API needs Authorization: Bearer <ADMIN_TOKEN>.', undefined, CHALLENGE);
     }
   };

@@ -1,4 +1,5 @@
 import type { FastifyRequest } from 'fastify';
+import ipaddr from 'ipaddr.js';
 import { AppError } from './errors.js';
 
 /**
@@ -51,5 +52,19 @@ export function tooManyRequests(retryAfterMs: number): AppError {
 }
 
 export function perIpLimit(limiter: WindowLimiter) {
-  return async (request: FastifyRequest): Promise<void> => limiter.hit(request.ip);
+  return async (request: FastifyRequest): Promise<void> => limiter.hit(clientOf(request));
+}
+
+/**
+ * Who a per-client limit counts: the client's IPv4 address, or the /64 of its IPv6 address.
+ * A subscriber or a host is given a whole /64 and may send from any of its 2^64 addresses,
+ * so counting each address alone would be no limit at all.
+ */
+export function clientOf(request: FastifyRequest): string {
+  const { ip } = request;
+  if (!ip.includes(':') || !ipaddr.isValid(ip)) return ip;
+  const address = ipaddr.process(ip); // an IPv4-mapped address is its IPv4 client
+  if (address.kind() === 'ipv4') return address.toString();
+  const parts = (address as ipaddr.IPv6).parts.slice(0, 4).map((part) => part.toString(16));
+  return `${parts.join(':')}::/64`;
 }
