@@ -46,27 +46,18 @@ export async function confirmOtp(ctx: AppContext, input: { login: string; otp: s
   const matches =
     timingSafeEqual(Buffer.from(hashOtp(ctx, login, input.otp)), Buffer.from(challenge.otp_hash)) ||
     (ctx.config.stagingOtp !== null && safeEqual(input.otp, ctx.config.stagingOtp));
-  if (!matches) {
-    await ctx.store.write((tx) =>
-      tx
-        .updateTable('otp_challenges')
-        .set({ attempts: sql`attempts + 1` })
-        .where('id', '=', challenge.id)
-        .where('consumed_at', 'is', null)
-        .execute(),
-    );
-    throw invalidOtp();
-  }
-  // Consume conditionally: of two concurrent confirmations with one OTP, exactly one wins.
+  // Every try takes one of the code's tries first, conditionally, so that guesses sent at once
+  // cannot get past MAX_OTP_ATTEMPTS; the right one then consumes the code in the same unit
+  // (its row held: of two concurrent confirmations with one OTP, exactly one wins).
   const session = await ctx.store.write(async (tx) => {
-    const consumed = await tx
+    const tried = await tx
       .updateTable('otp_challenges')
-      .set({ consumed_at: now })
+      .set({ attempts: sql`attempts + 1`, ...(matches ? { consumed_at: now } : {}) })
       .where('id', '=', challenge.id)
       .where('consumed_at', 'is', null)
       .where('attempts', '<', MAX_OTP_ATTEMPTS)
       .executeTakeFirst();
-    if (consumed.numUpdatedRows === 0n) return null;
+    if (tried.numUpdatedRows === 0n || !matches) return null;
     return openSession(ctx, tx, { type: challenge.subject_type, id: challenge.subject_id }, 'main', now);
   });
   if (!session) throw invalidOtp();
