@@ -11,6 +11,7 @@ const STUCK_MS = 5000;
 
 let stop: ((signal: string) => Promise<void>) | null = null;
 let requested: NodeJS.Signals | null = null;
+let stuck: NodeJS.Timeout | undefined;
 
 function onSignal(signal: NodeJS.Signals): void {
   if (stop) {
@@ -19,7 +20,7 @@ function onSignal(signal: NodeJS.Signals): void {
   }
   if (requested) return;
   requested = signal;
-  setTimeout(() => {
+  stuck = setTimeout(() => {
     process.stderr.write(`lipa: ${signal} while starting, and the start did not finish in ${STUCK_MS / 1000} s; stopped\n`);
     process.exit(0);
   }, STUCK_MS).unref();
@@ -29,4 +30,6 @@ process.on('SIGINT', onSignal);
 
 const { main } = await import('./service.js');
 stop = await main();
+// Started: the drain runs to its end, however long it takes.
+clearTimeout(stuck);
 if (requested) void stop(requested);

@@ -56,7 +56,7 @@ async function loginForOtp(lipa: Lipa, login: string, password: string, to: stri
   const message = added[0] as OutboxEntry;
   if (lipa.ctx.config.env === 'production') {
     // No operator may read a login code in production: the outbox hides it; the recipient's
-    // copy (the stored message) has it.
+    // copy (the stored message, sealed) has it.
     assert.match(message.content, /\*{6}/, message.content);
     assert.doesNotMatch(message.content, /[0-9]{6}/, message.content);
     return { otp: await lastOtpSentTo(lipa, to), message };
@@ -209,6 +209,20 @@ describe('Sessions: endpoints 1 and 2 (staging)', () => {
     assertError(await confirm(lipa, merchant.login, otp), 401, 'invalid_otp');
     // The staging OTP does not revive a dead challenge either.
     assertError(await confirm(lipa, merchant.login, STAGING_OTP), 401, 'invalid_otp');
+  });
+
+  test('guesses sent at once take no more than the 5 tries a code has', async () => {
+    const merchant = await createMerchant(lipa);
+    const { otp } = await loginForOtp(lipa, merchant.login, merchant.password, merchant.login);
+    const replies = await Promise.all(wrongOtps(otp, 8).map((wrong) => confirm(lipa, merchant.login, wrong)));
+    for (const reply of replies) assertError(reply, 401, 'invalid_otp');
+    const challenge = await lipa.ctx.store.db
+      .selectFrom('otp_challenges')
+      .select('attempts')
+      .where('login', '=', merchant.login)
+      .executeTakeFirstOrThrow();
+    assert.equal(challenge.attempts, 5, 'eight guesses, five tries counted: the rest were refused untried');
+    assertError(await confirm(lipa, merchant.login, otp), 401, 'invalid_otp');
   });
 
   test('a new login issues a new OTP and the older one stops working', async () => {
@@ -396,7 +410,10 @@ describe('Sessions in production', () => {
     ];
     const rows = await lipa.ctx.store.db.selectFrom('messages').select(['id', 'content']).where('purpose', '=', 'otp').execute();
     assert.ok(rows.length >= 2);
-    for (const row of rows) assert.doesNotMatch(row.content, /verification code|[0-9]{6}/, row.content);
+    for (const row of rows) {
+      assert.match(row.content, /^v1\./, row.content);
+      assert.doesNotMatch(row.content, /verification code/, row.content);
+    }
     if (lipa.databaseUrl.startsWith('file:')) {
       // Nor anywhere in the files: the database and its write-ahead log.
       const path = lipa.databaseUrl.slice('file:'.length);

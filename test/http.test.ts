@@ -194,11 +194,14 @@ describe('HTTP hygiene', () => {
       `{"login":"a@b.c","password":"${secret}\\udc00"}`,
       `x{"login":"a@b.c","password":"${secret}"}`,
       `{"login":"a@b.c","password":"${secret}","n":tru}`,
+      // Longer bodies: V8 quotes some 10 characters each side of the fault.
+      `{"login":"someone-with-a-long-login@example.com","password":${secret}}`,
+      `{"login":"someone-with-a-long-login@example.com","password":"${secret}"x}`,
     ]) {
       for (const path of ['/api/v1/authorization', '/api/messages']) {
         const reply = await call(lipa.url, 'POST', path, { raw, headers: { api_key: 'k' } });
         assert.ok(reply.status >= 400, `${path} ${raw}: ${reply.status}`);
-        assert.ok(!reply.text.includes(secret), `${path} ${raw}: ${reply.text}`);
+        assert.ok(!reply.text.includes(secret.slice(0, 7)), `${path} ${raw}: ${reply.text}`);
       }
     }
   });

@@ -243,7 +243,7 @@ describe('messaging while the SMTP server is unreachable', () => {
   before(async () => {
     down = await downServer();
     lipa = await startLipa({ SMTP_URL: `smtp://127.0.0.1:${down.port}` });
-    // The login OTP email is queued too; its stored copy still holds the code (not yet sent).
+    // The login OTP email is queued too (its stored copy sealed, not yet sent).
     const session = await merchantSession(lipa);
     key = (await messagingKey(lipa, session.token)).apiKey;
     // Drop it, so that the only message retried here is the test's own: a retry still running

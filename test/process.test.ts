@@ -126,6 +126,32 @@ describe('the service process', () => {
     }
   });
 
+  test('a new SQLite file in a directory this process may not write: one line saying so', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'lipa-readonly-dir-'));
+    try {
+      chmodSync(dir, 0o555);
+      const env = {
+        PATH: process.env.PATH ?? '',
+        ADMIN_TOKEN,
+        DATABASE_URL: `file:${join(dir, 'lipa.sqlite')}`,
+        MOCK_PORT: '0',
+        PORT: '0',
+      };
+      const [command, args] =
+        process.getuid?.() === 0 ? ['runuser', ['-u', 'nobody', '--', process.execPath, ...MAIN]] : [process.execPath, MAIN];
+      const result = spawnSync(command, args, { env, encoding: 'utf8', timeout: 20_000 });
+      assert.equal(result.status, 1, result.stderr);
+      assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
+      assert.match(
+        result.stderr,
+        /^lipa: cannot start: the database .*lipa\.sqlite cannot be created by this process .*it needs to write the file's directory/,
+      );
+    } finally {
+      chmodSync(dir, 0o755);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test('production refuses to start without ADMIN_TOKEN, with one clear line', () => {
     const result = runToExit({ LIPA_ENV: 'production', LIPA_MASTER_KEY: MASTER_KEY, DATABASE_URL: 'file::memory:' });
     assert.equal(result.status, 1);

@@ -150,11 +150,17 @@ function openSqlite(path: string): Db {
  * An existing file keeps the permissions its operator gave it.
  */
 function createPrivately(path: string): void {
-  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   try {
+    mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
     closeSync(openSync(path, 'wx', 0o600));
   } catch (error) {
-    if ((error as { code?: unknown }).code !== 'EEXIST') throw error;
+    const code = (error as { code?: unknown }).code;
+    if (code === 'EEXIST') return;
+    if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS')
+      throw new Error(
+        `the database ${path} cannot be created by this process (${(error as Error).message}): it needs to write the file's directory`,
+      );
+    throw error;
   }
 }
 

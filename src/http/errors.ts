@@ -297,6 +297,7 @@ export function errorHandler(error: FastifyError, request: FastifyRequest, reply
  * hold a password, and an answer that repeats it may end up in a client's or a proxy's log.
  */
 export function notJson(error: Error): AppError {
-  const says = error.message.replace(/, ".*" is not valid JSON$/s, '');
+  // `…, "<the whole body>" is not valid JSON` or `…, ..."<20 characters of it>"... is not valid JSON`
+  const says = error.message.replace(/, .*is not valid JSON$/s, '');
   return new AppError('invalid_json', `The body is not acceptable JSON: ${says}`);
 }

@@ -443,7 +443,11 @@ export class Messenger implements Notifier {
    */
   private redactedAfterSend(message: MessageTable, status: MessageStatus): string {
     if (!holdsCode(message.purpose) || (status !== 'sent' && status !== 'delivered')) return message.content;
-    return hideCodes(this.textOf(message));
+    try {
+      return hideCodes(readText(this.box, message));
+    } catch {
+      return message.content; // sealed under another key: it stays sealed
+    }
   }
 
   /** Applies kept receipts whose submission is now on record (Receipts.matchKept); nothing without SMPP. */
