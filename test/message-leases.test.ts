@@ -43,6 +43,19 @@ function runWorker(messenger: Messenger): { stop(): Promise<void> } {
   };
 }
 
+/** A Messenger sending email through `transport` under a 0.9 s lease. */
+function leasedMessenger(store: Db, transport: SmtpTransport): Messenger {
+  return new Messenger(
+    store,
+    createLogger('silent'),
+    { email: transport, sms: null },
+    new SecretBox(randomBytes(32)),
+    Date.now,
+    () => 86_400_000,
+    900,
+  );
+}
+
 /** Resolves once the mail server has the message (at most 5 s). */
 async function atServer(peer: SmtpPeer): Promise<void> {
   const deadline = Date.now() + 5000;
@@ -64,15 +77,7 @@ describe('a message on the wire keeps its lease', () => {
     // The server answers each message 2.5 s after it arrives; a lease lasts 0.9 s.
     const peer = await startSmtpPeer({ replyDelayMs: 2500 });
     const transport = new SmtpTransport(peer.url, { timeoutMs: 10_000 });
-    const messenger = new Messenger(
-      store,
-      createLogger('silent'),
-      { email: transport, sms: null },
-      new SecretBox(randomBytes(32)),
-      Date.now,
-      () => 86_400_000,
-      900,
-    );
+    const messenger = leasedMessenger(store, transport);
     try {
       const message = await store.write((tx) => messenger.enqueue(tx, emailTo('slow@duka.example'), Date.now(), false));
       // Meanwhile other units keep failing: on SQLite some share a batch with a renewal, which
@@ -131,15 +136,7 @@ describe('a database outage longer than the lease, with a message on the wire', 
       const store = await openDatabase(database.url);
       const peer = await startSmtpPeer({ replyDelayMs });
       const transport = new SmtpTransport(peer.url, { timeoutMs: 10_000 });
-      const messenger = new Messenger(
-        store,
-        createLogger('silent'),
-        { email: transport, sms: null },
-        new SecretBox(randomBytes(32)),
-        Date.now,
-        () => 86_400_000,
-        900,
-      );
+      const messenger = leasedMessenger(store, transport);
       try {
         const message = await store.write((tx) => messenger.enqueue(tx, emailTo('outage@duka.example'), Date.now(), false));
         // Its claims fail while the database is gone.
@@ -185,15 +182,7 @@ describe('a record slower than the lease', () => {
     };
     const peer = await startSmtpPeer();
     const transport = new SmtpTransport(peer.url, { timeoutMs: 10_000 });
-    const messenger = new Messenger(
-      slow,
-      createLogger('silent'),
-      { email: transport, sms: null },
-      new SecretBox(randomBytes(32)),
-      Date.now,
-      () => 86_400_000,
-      900,
-    );
+    const messenger = leasedMessenger(slow, transport);
     peer.onReceived = () => {
       slowNext = true;
     };

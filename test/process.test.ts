@@ -371,7 +371,8 @@ describe('the service process', () => {
     await assert.rejects(fetch(`${url}/health`), 'no longer listening');
   });
 
-  test('a keep-alive connection idle when SIGTERM comes: its next request, soon after, gets 503 stopping, not a reset', async () => {
+  /** The service as a process on a fresh database, and one raw connection to it, its answers kept. */
+  async function serviceWithOneConnection() {
     const database = await freshDatabase();
     databases.push(database);
     const port = await freePort();
@@ -388,39 +389,30 @@ describe('the service process', () => {
     });
     const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
     socket.on('error', () => {});
+    return { port, child, exited, socket, answers: () => answers, closed };
+  }
+
+  test('a keep-alive connection idle when SIGTERM comes: its next request, soon after, gets 503 stopping, not a reset', async () => {
+    const { port, child, exited, socket, answers, closed } = await serviceWithOneConnection();
     const get = `GET /health HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`;
     socket.write(get);
-    await until('the first answer', () => /\r\n\r\n/.test(answers));
+    await until('the first answer', () => /\r\n\r\n/.test(answers()));
     child.kill('SIGTERM');
     await new Promise((r) => setTimeout(r, 150));
     socket.write(get);
     await closed;
     assert.equal(await exited, 0);
-    const [first = '', second = ''] = answers.split(/(?=HTTP\/1\.1 )/);
+    const [first = '', second = ''] = answers().split(/(?=HTTP\/1\.1 )/);
     assert.match(first, /^HTTP\/1\.1 200 /);
-    assert.match(second, /^HTTP\/1\.1 503 /, answers);
+    assert.match(second, /^HTTP\/1\.1 503 /, answers());
     assert.match(second, /\r\nconnection: close\r\n/i);
     assert.match(second, /"code":"stopping"/);
   });
 
   test('a request that comes on an open connection while it stops gets a 503 stopping with Retry-After, in the API shape', async () => {
-    const database = await freshDatabase();
-    databases.push(database);
-    const port = await freePort();
-    const child = spawn(process.execPath, MAIN, {
-      env: { PATH: process.env.PATH ?? '', PORT: String(port), MOCK_PORT: '0', DATABASE_URL: database.url, ADMIN_TOKEN, LOG_LEVEL: 'warn' },
-      stdio: ['ignore', 'ignore', 'ignore'],
-    });
-    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-    await waitUntilUp(`http://127.0.0.1:${port}`, child);
     // One connection: a login whose body is still arriving when SIGTERM comes, then, pipelined
     // behind it, a second request, which the server reads only once it is stopping.
-    const socket = connect(port, '127.0.0.1');
-    let answers = '';
-    socket.setEncoding('latin1').on('data', (chunk: string) => {
-      answers += chunk;
-    });
-    const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+    const { port, child, exited, socket, answers, closed } = await serviceWithOneConnection();
     const body = JSON.stringify({ login: 'nobody@x.example', password: 'not the password' });
     socket.write(
       `POST /api/v1/authorization HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body.slice(0, 10)}`,
@@ -444,11 +436,11 @@ describe('the service process', () => {
     await closed;
     assert.equal(await exited, 0);
 
-    const [first, second] = answers.split(/(?=HTTP\/1\.1 )/);
+    const [first, second] = answers().split(/(?=HTTP\/1\.1 )/);
     assert.match(first ?? '', /^HTTP\/1\.1 401 /, 'the request in flight is answered');
     assert.doesNotMatch(first ?? '', /\r\nconnection: close\r\n/i, 'the connection stays open for the answer behind it');
     const [head = '', json = ''] = (second ?? '').split('\r\n\r\n');
-    assert.match(head, /^HTTP\/1\.1 503 /, answers);
+    assert.match(head, /^HTTP\/1\.1 503 /, answers());
     assert.match(head, /\r\nretry-after: 1\r\n/i);
     assert.match(head, /\r\nconnection: close\r\n/i);
     const requestId = /\r\nx-request-id: ([^\r]+)/i.exec(head)?.[1];
