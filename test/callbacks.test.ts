@@ -14,7 +14,7 @@ import { openDatabase } from '../src/db/database.js';
 import { createLogger } from '../src/logger.js';
 import { assertError } from './helpers/assertions.js';
 import { call, createPayer, type MerchantSetup, merchantWithPos, payerToken, paymentBody } from './helpers/client.js';
-import { ADMIN_TOKEN, freshDatabase, type Lipa, STAGING_OTP, startLipa, type TestDatabase } from './helpers/harness.js';
+import { ADMIN_TOKEN, freshDatabase, type Lipa, ON_POSTGRES, STAGING_OTP, startLipa, type TestDatabase } from './helpers/harness.js';
 import { breakableDatabase } from './helpers/outage.js';
 import { freePort, startLipaProcess } from './helpers/process.js';
 import { type Received, type Receiver, startReceiver } from './helpers/receiver.js';
@@ -598,6 +598,42 @@ describe('callback delivery: retries, back-off, redelivery, body and signature',
     }
   });
 });
+
+// PostgreSQL only: a row lock held by another session (a redelivery, an attempt being
+// recorded, a slow database) has no counterpart on SQLite, which runs one writer at a time.
+if (ON_POSTGRES) {
+  describe('PostgreSQL: a delivery held by another session', () => {
+    test('does not hold up the other callbacks that are due: the worker leaves it for a later round', async () => {
+      const lipa = await startLipa({ CALLBACK_RETRY_BASE_SECONDS: '1' });
+      const receiver = await startReceiver();
+      const holder = new pg.Client({ connectionString: lipa.databaseUrl });
+      try {
+        receiver.respond = (request) => (request.path === '/held' ? 500 : 200);
+        const merchant = await merchantWithPos(lipa);
+        const client = clientFor(lipa.url, merchant);
+        const held = await pay(client, merchant, `${receiver.url}/held`);
+        const { delivery } = await waitForDelivery(lipa.url, merchant.token, held.paymentIdentifier, `${receiver.url}/held`, (d) =>
+          Boolean(d.attempts === 1 && d.status === 'pending' && d.nextAttemptAt),
+        );
+        await holder.connect();
+        await holder.query('begin');
+        await holder.query("select id from callback_deliveries where url like '%/held' for no key update");
+        // Its retry is due while the row is held: the worker's claim finds it.
+        await sleep(Math.max(0, Date.parse(delivery.nextAttemptAt ?? '') + 200 - Date.now()));
+        const free = await pay(client, merchant, `${receiver.url}/cb`);
+        await deliveredOnce(lipa.url, merchant.token, free.paymentIdentifier, receiver, 8_000);
+        assert.equal(onPath(receiver, '/held').length, 1, 'the held delivery was not sent meanwhile');
+        await holder.query('commit');
+        await receiver.waitFor(3);
+        assert.equal(onPath(receiver, '/held').length, 2, 'and is retried once the row is free');
+      } finally {
+        await holder.end().catch(() => undefined);
+        await receiver.close();
+        await lipa.close();
+      }
+    });
+  });
+}
 
 describe('callbacks over TLS follow the POS trustAllCertificates flag', () => {
   let lipa: Lipa;

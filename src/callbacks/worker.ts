@@ -1,7 +1,7 @@
 import type { Selectable } from 'kysely';
 import { signRequest } from '../client/signing.js';
 import type { AppContext } from '../context.js';
-import { lockedRead } from '../db/database.js';
+import { claimingRead, lockedRead } from '../db/database.js';
 import { OutageRecorder } from '../db/record-retry.js';
 import type { CallbackDeliveryTable } from '../db/schema.js';
 import { backoffMs } from '../jobs/backoff.js';
@@ -65,16 +65,20 @@ export async function deliverDueCallbacks(ctx: AppContext, leaseMs = LEASE_MS): 
   if (room <= 0) return 0;
   const now = ctx.now();
   const claimed = await ctx.store.write(async (tx) => {
-    const due = await tx
-      .selectFrom('callback_deliveries')
-      .select(['id', 'locked_until'])
-      .where('status', '=', 'pending')
-      .where('next_attempt_at', '<=', now)
-      .where('locked_until', '<=', now)
-      .$if(worker.recorder.waiting.size > 0, (query) => query.where('id', 'not in', [...worker.recorder.waiting]))
-      .orderBy('next_attempt_at')
-      .limit(room)
-      .execute();
+    // Locked as read on PostgreSQL: the lease that ran out (locked_until) is the one this
+    // claim ends, not one another instance has since taken, used and released.
+    const due = await claimingRead(
+      ctx.store.dialect,
+      tx
+        .selectFrom('callback_deliveries')
+        .select(['id', 'locked_until'])
+        .where('status', '=', 'pending')
+        .where('next_attempt_at', '<=', now)
+        .where('locked_until', '<=', now)
+        .$if(worker.recorder.waiting.size > 0, (query) => query.where('id', 'not in', [...worker.recorder.waiting]))
+        .orderBy('next_attempt_at')
+        .limit(room),
+    ).execute();
     if (due.length === 0) return [];
     const claimed = await tx
       .updateTable('callback_deliveries')

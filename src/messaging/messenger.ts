@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { sql } from 'kysely';
-import type { Db, Tx } from '../db/database.js';
+import { claimingRead, type Db, type Tx } from '../db/database.js';
 import { hotQuery } from '../db/hot-query.js';
 import { OutageRecorder } from '../db/record-retry.js';
 import type { MessageStatus, MessageTable } from '../db/schema.js';
@@ -213,7 +213,7 @@ export class Messenger implements Notifier {
           .where('locked_until', '<=', now);
         if (own) query = query.where('merchant_id', 'is', null);
         if (busy.length > 0) query = query.where('id', 'not in', busy);
-        return query.orderBy('next_attempt_at').limit(limit).execute();
+        return claimingRead(this.store.dialect, query.orderBy('next_attempt_at').limit(limit)).execute();
       };
       const ids = new Set((await due(true, OWN_PER_TICK)).map((d) => d.id));
       if (room > ids.size) for (const d of await due(false, Math.min(room - ids.size, 256))) ids.add(d.id);
