@@ -635,6 +635,35 @@ if (ON_POSTGRES) {
   });
 }
 
+// PostgreSQL only: SQLite commits inside the process, with no answer to lose on the way.
+if (ON_POSTGRES) {
+  describe("PostgreSQL: the answer to an attempt's record lost on the way back", () => {
+    test('the record is tried again, finds itself committed, and stops there: one attempt, delivered, sent once, no error', async () => {
+      const database = await breakableDatabase();
+      const lipa = await startLipa({ DATABASE_URL: database.url });
+      const receiver = await startReceiver();
+      try {
+        const lost = database.loseCommitAnswer(/insert into "callback_attempts"/);
+        const merchant = await merchantWithPos(lipa);
+        const payment = await pay(clientFor(lipa.url, merchant), merchant, `${receiver.url}/cb`);
+        await lost;
+        // The record is tried again within 0.1 s of the loss.
+        await sleep(1_000);
+        await deliveredOnce(lipa.url, merchant.token, payment.paymentIdentifier, receiver, 5_000);
+        assert.ok(lipa.logs.some((line) => /"level":40.*callback attempts are recorded once it is back/.test(line)));
+        assert.deepEqual(
+          lipa.logs.filter((line) => /"level":50/.test(line)),
+          [],
+        );
+      } finally {
+        await receiver.close();
+        await lipa.close();
+        await database.drop();
+      }
+    });
+  });
+}
+
 describe('callbacks over TLS follow the POS trustAllCertificates flag', () => {
   let lipa: Lipa;
   let receiver: Receiver;

@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { openDatabase } from '../src/db/database.js';
 import { admin, call, createMerchant, merchantSession } from './helpers/client.js';
-import { freshDatabase, type Lipa, startLipa } from './helpers/harness.js';
+import { freshDatabase, type Lipa, ON_POSTGRES, startLipa } from './helpers/harness.js';
 import {
   downServer,
   email,
@@ -413,6 +413,37 @@ describe('the database lost while an email is on the wire', () => {
     }
   });
 });
+
+// PostgreSQL only: SQLite commits inside the process, with no answer to lose on the way.
+if (ON_POSTGRES) {
+  describe("PostgreSQL: the answer to an email attempt's record lost on the way back", () => {
+    test('the record is tried again and finds itself committed: sent after one try, sent once, no "lease had run out"', async () => {
+      const database = await breakableDatabase();
+      const peer = await startSmtpPeer();
+      const lipa = await startLipa({ DATABASE_URL: database.url, SMTP_URL: peer.url });
+      try {
+        const session = await merchantSession(lipa);
+        const key = (await messagingKey(lipa, session.token)).apiKey;
+        const lost = database.loseCommitAnswer(/update "messages" set "status"/);
+        const reply = await send(lipa, key, email({ email: 'lost-answer@example.com', subject: 'A lost answer' }));
+        await lost;
+        // The record is tried again within 0.1 s of the loss.
+        await sleep(1_000);
+        assert.equal(reply.status, 200, reply.text);
+        const id = reply.body.id as string;
+        assert.equal((await waitForStatus(lipa, key, id, ['sent'], 5_000)).status, 'sent');
+        assert.equal((await messageRow(lipa, id)).attempts, 1);
+        assert.equal(peer.received.filter((m) => m.headers['x-lipa-message-id'] === id).length, 1, 'sent once');
+        assert.ok(lipa.logs.some((line) => /"level":40.*attempts are recorded once it is back/.test(line)));
+        assert.ok(!lipa.logs.some((line) => /lease had run out|"level":50/.test(line)));
+      } finally {
+        await lipa.close();
+        await peer.close();
+        await database.drop();
+      }
+    });
+  });
+}
 
 describe('a first attempt whose record fails for another reason than an outage', () => {
   test('the API still answers with the stored message (200, queued), never a 500, and the log says why', async () => {

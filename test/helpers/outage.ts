@@ -16,6 +16,12 @@ export interface BreakableDatabase {
   /** Takes the database away from the service whose store this is (its connection, on SQLite). */
   down(store: Db): Promise<void>;
   up(store: Db): Promise<void>;
+  /**
+   * PostgreSQL only: the next transaction that sends a statement matching `statement` is
+   * committed, but its connection is cut before the server's answer to the COMMIT reaches the
+   * service (a commit whose answer was lost). Resolves once that has happened.
+   */
+  loseCommitAnswer(statement: RegExp): Promise<void>;
   drop(): Promise<void>;
 }
 
@@ -26,12 +32,14 @@ export async function breakableDatabase(): Promise<BreakableDatabase> {
       url: database.url,
       down: async (store) => void (await sql`pragma query_only = 1`.execute(store.db)),
       up: async (store) => void (await sql`pragma query_only = 0`.execute(store.db)),
+      loseCommitAnswer: () => Promise.reject(new Error('SQLite commits in the process: there is no answer to lose')),
       drop: database.drop,
     };
   }
   const target = new URL(database.url);
   const sockets = new Set<Socket>();
   let cut = false;
+  let armed: { statement: RegExp; lost: () => void } | undefined;
   const relay = createServer((client) => {
     if (cut) return void client.destroy();
     const server = connect(Number(target.port || 5432), target.hostname);
@@ -40,7 +48,38 @@ export async function breakableDatabase(): Promise<BreakableDatabase> {
       socket.on('close', () => sockets.delete(socket));
       socket.on('error', () => undefined);
     }
-    client.pipe(server).pipe(client);
+    // The transaction on this connection whose COMMIT answer is to be lost, once it is seen.
+    let watched: (() => void) | undefined;
+    client.on('data', (chunk: Buffer) => {
+      if (armed?.statement.test(chunk.toString('latin1'))) {
+        watched = armed.lost;
+        armed = undefined;
+      }
+      server.write(chunk);
+    });
+    // The server's messages (a type byte, then their length), passed on whole, one by one.
+    let pending = Buffer.alloc(0);
+    server.on('data', (chunk: Buffer) => {
+      pending = Buffer.concat([pending, chunk]);
+      let at = 0;
+      while (pending.length - at >= 5) {
+        const end = at + 1 + pending.readInt32BE(at + 1);
+        if (pending.length < end) break;
+        // CommandComplete ('C') "COMMIT": committed, and the service is never told.
+        if (watched && pending[at] === 0x43 && pending.toString('latin1', at + 5, end - 1) === 'COMMIT') {
+          client.end(pending.subarray(0, at));
+          client.destroy();
+          server.destroy();
+          watched();
+          return;
+        }
+        at = end;
+      }
+      client.write(pending.subarray(0, at));
+      pending = pending.subarray(at);
+    });
+    client.on('close', () => server.destroy());
+    server.on('close', () => client.destroy());
   });
   await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
   const url = new URL(database.url);
@@ -55,6 +94,10 @@ export async function breakableDatabase(): Promise<BreakableDatabase> {
     up: async () => {
       cut = false;
     },
+    loseCommitAnswer: (statement) =>
+      new Promise<void>((lost) => {
+        armed = { statement, lost };
+      }),
     drop: async () => {
       await new Promise<void>((resolve) => relay.close(() => resolve()));
       for (const socket of sockets) socket.destroy();
