@@ -586,6 +586,19 @@ describe('operator CLI', () => {
     created.child.stdin?.end('a secret with spaces\nnot this line\n');
     assert.equal(JSON.parse((await created).stdout).login, email);
     assert.equal(typeof (await login(lipa, email, 'a secret with spaces')), 'string', 'the first line is the password');
+
+    // A first line that never ends (a stream piped in by mistake): read no further than 1,024
+    // characters, refused, the input left open and nothing created.
+    const endless = `${unique('cli')}@duka.example`;
+    const refusedRun = run(
+      process.execPath,
+      ['--import', 'tsx', 'src/cli/main.ts', 'merchant', 'create', '--login', endless, '--password', '-', '--name', 'Endless Duka'],
+      { cwd: ROOT, env: { ...process.env, DATABASE_URL: lipa.databaseUrl, LIPA_ENV: 'staging' }, timeout: 30_000 },
+    );
+    refusedRun.child.stdin?.write('y'.repeat(4_096));
+    await assert.rejects(refusedRun, refused(/the first line of standard input is over 1024 characters/));
+    const merchants = (await admin(lipa, 'GET', '/api/v1/admin/merchants?limit=200')).body as { login: string }[];
+    assert.ok(!merchants.some((m) => m.login === endless), 'nothing created');
   });
 
   test('merchant list, payer list and outbox print what the operator API answers', async () => {
