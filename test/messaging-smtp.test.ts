@@ -235,6 +235,32 @@ describe("messaging over a slow SMTP server: the service's own messages first", 
   });
 });
 
+describe('messaging over a mail server that holds every merchant email for a long time', () => {
+  test("one of the 5 connections is kept for the service's own messages: a login code goes out at once", async () => {
+    const peer = await startSmtpPeer();
+    const lipa = await startLipa({ SMTP_URL: peer.url });
+    try {
+      const merchant = await createMerchant(lipa);
+      const key = (await messagingKey(lipa, await loginOverSmtp(lipa, peer, merchant))).apiKey;
+      const skip = peer.received.length;
+      // The server takes each email, then holds its answer for 8 s.
+      peer.replyDelayMs = 8_000;
+      const backlog = Array.from({ length: 8 }, (_, i) => send(lipa, key, email({ email: `held${i}@example.com` })));
+      await until("the merchants' share of the connections taken", () => peer.received.length - skip >= 4);
+      await sleep(300);
+      assert.equal(peer.received.length - skip, 4, 'merchants hold 4 connections, never the fifth');
+      peer.replyDelayMs = 0;
+      // Within otpFromPeer's 5 s, long before any held connection is free.
+      await loginOverSmtp(lipa, peer, merchant);
+      for (const reply of await Promise.all(backlog)) assert.equal(reply.status, 200, reply.text);
+      await peer.waitFor(skip + 9, 30_000);
+    } finally {
+      await lipa.close();
+      await peer.close();
+    }
+  });
+});
+
 describe('messaging while the SMTP server is unreachable', () => {
   let down: Awaited<ReturnType<typeof downServer>>;
   let lipa: Lipa;

@@ -178,6 +178,13 @@ export class SmtpTransport implements EmailTransport {
    */
   readonly #poolSize: number;
   #active = 0;
+  /**
+   * Merchants' sends use at most all connections but one: the last is kept for the service's
+   * own messages, which a server holding every connection for minutes (a slow or stalling
+   * one) would otherwise keep from going out at all. (A pool of one has none to keep.)
+   */
+  readonly #merchantMax: number;
+  #merchantActive = 0;
   readonly #waiting = new SlotQueue();
   /** close() waiting for the sends on the wire to finish. */
   readonly #idleWaiters: Array<() => void> = [];
@@ -191,6 +198,7 @@ export class SmtpTransport implements EmailTransport {
     const poolSize = options.poolSize ?? 5;
     if (!Number.isInteger(poolSize) || poolSize < 1) throw new Error('SmtpTransport poolSize must be a whole number >= 1');
     this.#poolSize = poolSize;
+    this.#merchantMax = Math.max(1, poolSize - 1);
     this.#slotWaitMs = options.slotWaitMs ?? SLOT_WAIT_MS;
     this.#from = options.from ?? DEFAULT_SMTP_FROM;
     this.#idDomain = /@([^\s<>@]+?)>?\s*$/.exec(this.#from)?.[1] ?? 'lipa.local';
@@ -246,13 +254,14 @@ export class SmtpTransport implements EmailTransport {
       ...(message.contentType === 'html' ? { html: message.content } : { text: message.content }),
     };
     let info: SMTPPoolSentMessageInfo;
-    await this.#slot(message.urgent);
+    const urgent = message.urgent === true;
+    await this.#slot(urgent);
     try {
       info = await this.#mailer.sendMail(mail);
     } catch (error) {
       throw this.#classify(error);
     } finally {
-      this.#release();
+      this.#release(urgent);
     }
     // With one recipient a refusal rejects the send; a partial acceptance cannot happen, but
     // if a server ever answers so, the recipient was refused.
@@ -278,29 +287,38 @@ export class SmtpTransport implements EmailTransport {
     this.#mailer.close();
   }
 
-  /** Waits for a free connection; the service's own messages are handed one first. */
-  async #slot(urgent: boolean | undefined): Promise<void> {
+  /** Waits for a free connection; the service's own messages are handed one first, and have one kept for them. */
+  async #slot(urgent: boolean): Promise<void> {
     if (this.#closed) throw new TransportClosedError('SMTP transport');
-    if (this.#active < this.#poolSize) {
-      this.#active++;
+    if (this.#active < this.#poolSize && (urgent || this.#merchantActive < this.#merchantMax)) {
+      this.#take(urgent);
       return;
     }
-    // A slot is handed over by the send that frees it (#release), the count unchanged.
+    // A slot is handed over by the send that frees it (#release), counted for this send already.
     const how = await this.#waiting.wait(urgent, this.#slotWaitMs);
     if (how === 'timeout') {
       throw new TransientSendError(`no free connection to ${this.#where} within ${this.#slotWaitMs / 1000} s`);
     }
     if (this.#closed) {
       // Closed meanwhile: a slot handed over before close() goes back (close() waits for the count to reach 0).
-      if (how === 'handed') this.#release();
+      if (how === 'handed') this.#release(urgent);
       throw new TransportClosedError('SMTP transport');
     }
   }
 
-  #release(): void {
-    if (this.#waiting.wake()) return;
+  #take(urgent: boolean): void {
+    this.#active++;
+    if (!urgent) this.#merchantActive++;
+  }
+
+  /** Frees a send's connection, handing it to the next in line who may have it. */
+  #release(urgent: boolean): void {
     this.#active--;
-    if (this.#active === 0) for (const idle of this.#idleWaiters.splice(0)) idle();
+    if (!urgent) this.#merchantActive--;
+    // An own message first; a merchant's only while merchants hold fewer than their share.
+    const woken = this.#waiting.wake(this.#merchantActive >= this.#merchantMax);
+    if (woken !== null) this.#take(woken === 'urgent');
+    else if (this.#active === 0) for (const idle of this.#idleWaiters.splice(0)) idle();
   }
 
   #classify(error: unknown): Error {

@@ -127,11 +127,19 @@ export class SlotQueue {
     });
   }
 
-  /** Hands a free slot to the first in line; false when nobody waits. */
-  wake(): boolean {
-    const next = this.#urgent.shift() ?? this.#other.shift();
-    next?.('handed');
-    return next !== undefined;
+  /**
+   * Hands a free slot to the first in line, or only to one of the service's own messages when
+   * `urgentOnly`: which lane it went to, or null when nobody (eligible) waits.
+   */
+  wake(urgentOnly = false): 'urgent' | 'other' | null {
+    const urgent = this.#urgent.shift();
+    if (urgent) {
+      urgent('handed');
+      return 'urgent';
+    }
+    const other = urgentOnly ? undefined : this.#other.shift();
+    other?.('handed');
+    return other ? 'other' : null;
   }
 
   /** Wakes every waiter to look again (the link is back, or the transport closes). */
