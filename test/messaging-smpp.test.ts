@@ -213,6 +213,45 @@ describe('messaging over SMPP', () => {
   });
 });
 
+describe('an SMSC that reuses message ids, sends duplicate receipts, and passes on texts from phones', () => {
+  test('a receipt kept from before a message was sent never settles it; only its own receipt does', async () => {
+    const peer = await startSmppPeer();
+    const lipa = await startLipa({ SMPP_URL: peer.url });
+    try {
+      const key = (await messagingKey(lipa, (await merchantSession(lipa)).token)).apiKey;
+      const receipt = (id: string, stat: string) =>
+        peer.deliver({ esm_class: 0x04, short_message: `id:${id} sub:001 dlvrd:000 stat:${stat} err:000 text:` });
+      peer.fixedMessageId = 'reused-1';
+      const first = (await send(lipa, key, sms({ content: 'First of two with one id.' }))).body.data.id as string;
+      assert.equal((await waitForStatus(lipa, key, first, ['sent'])).status, 'sent');
+      assert.equal(await receipt('reused-1', 'DELIVRD'), 0);
+      assert.equal((await waitForStatus(lipa, key, first, ['delivered'])).status, 'delivered');
+      // A duplicate receipt for the delivered message, and one for an id nobody has yet: kept.
+      assert.equal(await receipt('reused-1', 'UNDELIV'), 0);
+      assert.equal(await receipt('not-yet-1', 'UNDELIV'), 0);
+      // A phone's text to the sender id that reads like a receipt (esm_class 0): no receipt.
+      assert.equal(await peer.deliver({ esm_class: 0, short_message: 'id:reused-1 stat:UNDELIV' }), 0);
+
+      const second = await send(lipa, key, sms({ content: 'Second of two with one id.' }));
+      assert.equal(second.status, 201, second.text);
+      assert.equal(second.body.data.status, 'sent', "not failed by the first message's duplicate receipt");
+      peer.fixedMessageId = 'not-yet-1';
+      const third = await send(lipa, key, sms({ content: 'Given an id a receipt came for before it.' }));
+      assert.equal(third.body.data.status, 'sent', 'not failed by a receipt from before it was sent');
+      // The kept receipts are matched every second: still not theirs.
+      await sleep(2_500);
+      assert.equal((await lookup(lipa, key, second.body.data.id)).body.data.status, 'sent');
+      assert.equal((await lookup(lipa, key, third.body.data.id)).body.data.status, 'sent');
+      assert.equal(await receipt('reused-1', 'DELIVRD'), 0);
+      assert.equal((await waitForStatus(lipa, key, second.body.data.id, ['delivered', 'failed'])).status, 'delivered');
+      assert.equal((await lookup(lipa, key, first)).body.data.status, 'delivered');
+    } finally {
+      await lipa.close();
+      await peer.close();
+    }
+  });
+});
+
 describe('stopping while submits are on the wire', () => {
   test('the stop waits for the SMSC to answer each submit_sm: each is recorded sent, none left to be sent again', async () => {
     const database = await freshDatabase();

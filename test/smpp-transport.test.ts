@@ -126,6 +126,31 @@ describe('parseDeliveryReceipt', () => {
   test('an intermediate notification is not final; a mobile-originated SMS is no receipt', () => {
     assert.equal(parseDeliveryReceipt({ esm_class: 0x04, receipted_message_id: 'x', message_state: 1 })?.final, false);
     assert.equal(parseDeliveryReceipt({ esm_class: 0x00, short_message: { message: 'hello, I want to pay' } }), null);
+    // Whatever its text: a phone's reply to a short code can say anything.
+    assert.equal(parseDeliveryReceipt({ esm_class: 0x00, short_message: { message: 'id:1 stat:UNDELIV' } }), null);
+  });
+
+  test('one state decides both whether it is final and whether it was delivered: the TLV, else the text', () => {
+    const receipt = (message: string, state?: number) =>
+      parseDeliveryReceipt({ esm_class: 0x04, short_message: { message }, ...(state === undefined ? {} : { message_state: state }) });
+    assert.deepEqual(receipt('id:1 stat:DELIVRD err:000', 5), {
+      providerId: '1',
+      delivered: false,
+      detail: 'UNDELIV err:000',
+      final: true,
+    });
+    assert.deepEqual(receipt('id:1 stat:ACCEPTD err:000', 2), { providerId: '1', delivered: true, detail: 'DELIVRD err:000', final: true });
+    assert.deepEqual(receipt('id:1 stat:DELIVRD err:000', 6), {
+      providerId: '1',
+      delivered: false,
+      detail: 'ACCEPTD err:000',
+      final: false,
+    });
+    // Some SMSCs write the stat out in full.
+    assert.deepEqual(receipt('id:1 stat:DELIVERED err:000'), { providerId: '1', delivered: true, detail: 'DELIVRD err:000', final: true });
+    assert.deepEqual(receipt('id:1 stat:UNDELIVERABLE'), { providerId: '1', delivered: false, detail: 'UNDELIV', final: true });
+    // No state at all: nothing is known of the message's fate, so it is not settled by this.
+    assert.equal(receipt('id:1 sub:001 dlvrd:001')?.final, false);
   });
 });
 

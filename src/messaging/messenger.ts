@@ -240,7 +240,8 @@ export class Messenger implements Notifier {
   private async attempt(message: MessageTable): Promise<Attempted> {
     let result: SendResult | null = null;
     let error: Error | null = null;
-    this.sending.set(message, this.now());
+    const sentAt = this.now();
+    this.sending.set(message, sentAt);
     try {
       result = await this.transmit(message);
     } catch (caught) {
@@ -252,14 +253,14 @@ export class Messenger implements Notifier {
       this.sending.delete(message);
     }
     try {
-      return await this.settle(message, result, error);
+      return await this.settle(message, result, error, sentAt);
     } finally {
       this.recorder.waiting.delete(message.id);
     }
   }
 
-  /** Records an attempt's outcome (its result or error) and says what it was. */
-  private async settle(message: MessageTable, result: SendResult | null, error: Error | null): Promise<Attempted> {
+  /** Records an attempt's outcome (its result or error, the send begun at `sentAt`) and says what it was. */
+  private async settle(message: MessageTable, result: SendResult | null, error: Error | null, sentAt: number): Promise<Attempted> {
     // A renewal under way may still move this lease: record the outcome under the one it leaves.
     await this.renewal;
     const now = this.now();
@@ -307,7 +308,7 @@ export class Messenger implements Notifier {
       // The lease ran out first (this process stalled): whoever holds it now sets the state.
       this.log.warn({ messageId: message.id, status }, 'message attempt not recorded: its lease had run out');
     }
-    const early = result?.providerId ? this.receipts.overtaken(result.providerId) : undefined;
+    const early = result?.providerId ? this.receipts.overtaken(result.providerId, sentAt) : undefined;
     if (early) {
       await this.receipts.applyKept(early);
       return { status: early.delivered ? 'delivered' : 'failed', invalidRecipient: false };

@@ -43,7 +43,15 @@ export class Receipts {
       await tx
         .insertInto('early_receipts')
         .values({ provider_id: receipt.providerId, delivered: receipt.delivered ? 1 : 0, detail: receipt.detail, received_at: now })
-        .onConflict((oc) => oc.column('provider_id').doNothing())
+        // A newer receipt for the id replaces one kept before: that one was for an earlier
+        // message with the same id (an SMSC that reuses ids) or a duplicate, never this one's.
+        .onConflict((oc) =>
+          oc.column('provider_id').doUpdateSet({
+            delivered: receipt.delivered ? 1 : 0,
+            detail: receipt.detail,
+            received_at: now,
+          }),
+        )
         .execute();
       return false;
     });
@@ -53,9 +61,14 @@ export class Receipts {
     }
   }
 
-  /** The receipt that overtook this submission's record, if this process kept one. */
-  overtaken(providerId: string): DeliveryReceipt | undefined {
-    return this.kept.get(providerId)?.receipt;
+  /**
+   * The receipt that overtook the record of this submission, sent at `sentAt`, if this process
+   * kept one. A receipt kept from before the send was for another message: a duplicate, or one
+   * for an earlier message the SMSC gave the same id.
+   */
+  overtaken(providerId: string, sentAt: number): DeliveryReceipt | undefined {
+    const early = this.kept.get(providerId);
+    return early && early.at >= sentAt ? early.receipt : undefined;
   }
 
   /** Applies kept receipts whose submission is now on record (any instance's); housekeeping forgets those kept an hour. */
@@ -65,6 +78,8 @@ export class Receipts {
       .innerJoin('messages as m', 'm.provider_id', 'e.provider_id')
       .select(['e.provider_id', 'e.delivered', 'e.detail'])
       .where('m.status', 'in', ['sent', 'queued'])
+      // Never a receipt from before the message was even accepted (see overtaken).
+      .whereRef('e.received_at', '>=', 'm.created_at')
       .limit(200)
       .execute();
     for (const row of due) {

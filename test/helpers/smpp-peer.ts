@@ -65,6 +65,10 @@ export interface SmppPeer {
   maxOutstanding: number;
   /** Whether enquire_link gets answered (set false to play a dead link). */
   answerEnquireLink: boolean;
+  /** When set, the message_id every submit_sm is answered with (an SMSC that reuses ids). */
+  fixedMessageId: string | null;
+  /** Sends a deliver_sm with these fields to a bound session; resolves with its answer's command_status. */
+  deliver(fields: Record<string, unknown>): Promise<number>;
   /** Resolves when at least `count` submit_sm have been recorded (rejects after `timeoutMs`). */
   waitFor(count: number, timeoutMs?: number): Promise<SubmittedSms[]>;
   /** Resolves when `probe` is true (rejects after `timeoutMs`). */
@@ -161,7 +165,7 @@ export async function startSmppPeer(options: SmppPeerOptions = {}): Promise<Smpp
       if (rejected.has(destination)) return respond(pdu.response({ command_status: smpp.errors.ESME_RINVDSTADR }));
       if (throttled.has(destination)) return respond(pdu.response({ command_status: smpp.errors.ESME_RTHROTTLED }));
 
-      const messageId = `${idPrefix}${(nextId++).toString(16).padStart(8, '0')}`;
+      const messageId = peer.fixedMessageId ?? `${idPrefix}${(nextId++).toString(16).padStart(8, '0')}`;
       const payload = messageOf(pdu.message_payload);
       const entry: SubmittedSms = {
         source: String(pdu.source_addr),
@@ -241,6 +245,15 @@ export async function startSmppPeer(options: SmppPeerOptions = {}): Promise<Smpp
     receiptAnswers: [],
     maxOutstanding: 0,
     answerEnquireLink: true,
+    fixedMessageId: null,
+    deliver: (fields) =>
+      new Promise<number>((resolve, reject) => {
+        const [session] = bound;
+        if (!session) return reject(new Error('SMPP peer: no bound session to deliver to'));
+        session.deliver_sm({ source_addr: '254700000000', destination_addr: 'LIPA', data_coding: 0, ...fields }, (resp) =>
+          resolve(resp.command_status),
+        );
+      }),
     waitFor: async (count, timeoutMs = 10_000) => {
       await peer.until(`${count} submit_sm (got ${peer.submitted.length})`, () => peer.submitted.length >= count, timeoutMs);
       return peer.submitted;

@@ -104,36 +104,46 @@ export interface ParsedReceipt extends DeliveryReceipt {
   final: boolean;
 }
 
+/** Stats some SMSCs write out in full, as the standard's seven-letter names. */
+const STAT_NAMES: Record<string, string> = {
+  DELIVERED: 'DELIVRD',
+  UNDELIVERABLE: 'UNDELIV',
+  REJECTED: 'REJECTD',
+  ACCEPTED: 'ACCEPTD',
+};
+
 /**
- * A deliver_sm as a delivery receipt, or null when it is not one (a mobile-originated SMS).
- * Uses the receipted_message_id and message_state TLVs when present, else the receipt text
- * `id:… sub:… dlvrd:… submit date:… done date:… stat:DELIVRD err:…`.
+ * A deliver_sm as a delivery receipt, or null when it is not one. A receipt says so in its
+ * esm_class (SMPP 3.4 §5.2.12: MC delivery receipt, or intermediate notification) or carries
+ * the receipted_message_id TLV; anything else is a mobile-originated SMS, whatever its text
+ * says (a phone's "id:… stat:UNDELIV" to a short code must not fail a message). Its id is
+ * the TLV's, else the text's `id:`; its state the message_state TLV's, else the text's
+ * `stat:`, and the one state decides both whether it is final and whether it was delivered.
+ * A receipt with neither state is not final: nothing is known of the message's fate.
  */
 export function parseDeliveryReceipt(pdu: Record<string, unknown>): ParsedReceipt | null {
   const esmType = (typeof pdu.esm_class === 'number' ? pdu.esm_class : 0) & ESM_TYPE_MASK;
   const text = messageText(pdu.message_payload) ?? messageText(pdu.short_message) ?? '';
-  const textId = /(?:^|\s)id:(\S+)/i.exec(text)?.[1];
-  const textStat = /(?:^|\s)stat:(\S+)/i.exec(text)?.[1]?.toUpperCase();
-  const textErr = /(?:^|\s)err:(\S+)/i.exec(text)?.[1];
   const tlvId = typeof pdu.receipted_message_id === 'string' && pdu.receipted_message_id !== '' ? pdu.receipted_message_id : undefined;
-  const tlvState = typeof pdu.message_state === 'number' ? pdu.message_state : undefined;
-
-  const looksLikeReceipt =
-    esmType === ESM_MC_DELIVERY_RECEIPT ||
-    esmType === ESM_INTERMEDIATE_NOTIFICATION ||
-    tlvId !== undefined ||
-    (textId !== undefined && textStat !== undefined);
-  if (!looksLikeReceipt) return null;
-  const providerId = tlvId ?? textId;
+  const isReceipt = esmType === ESM_MC_DELIVERY_RECEIPT || esmType === ESM_INTERMEDIATE_NOTIFICATION || tlvId !== undefined;
+  if (!isReceipt) return null;
+  const providerId = tlvId ?? /(?:^|\s)id:(\S+)/i.exec(text)?.[1];
   if (providerId === undefined) return null;
 
-  const stat = textStat ?? (tlvState !== undefined ? (MESSAGE_STATES[tlvState] ?? `STATE${tlvState}`) : 'UNKNOWN');
-  const delivered = tlvState !== undefined ? tlvState === 2 : stat === 'DELIVRD';
+  const textStat = /(?:^|\s)stat:(\S+)/i.exec(text)?.[1]?.toUpperCase();
+  const textErr = /(?:^|\s)err:(\S+)/i.exec(text)?.[1];
+  const tlvState = typeof pdu.message_state === 'number' ? pdu.message_state : undefined;
+  const stat =
+    tlvState !== undefined
+      ? (MESSAGE_STATES[tlvState] ?? `STATE${tlvState}`)
+      : textStat !== undefined
+        ? (STAT_NAMES[textStat] ?? textStat)
+        : null;
   return {
     providerId,
-    delivered,
-    detail: textErr !== undefined ? `${stat} err:${textErr}` : stat,
-    final: esmType !== ESM_INTERMEDIATE_NOTIFICATION && !NON_FINAL_STATS.has(stat),
+    delivered: stat === 'DELIVRD',
+    detail: `${stat ?? 'UNKNOWN'}${textErr !== undefined ? ` err:${textErr}` : ''}`,
+    final: stat !== null && esmType !== ESM_INTERMEDIATE_NOTIFICATION && !NON_FINAL_STATS.has(stat),
   };
 }
 
