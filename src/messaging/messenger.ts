@@ -310,9 +310,10 @@ export class Messenger implements Notifier {
     }
     const early = result?.providerId ? this.receipts.overtaken(result.providerId, sentAt) : undefined;
     if (early) {
-      await this.receipts.applyKept(early);
-      return { status: early.delivered ? 'delivered' : 'failed', invalidRecipient: false };
+      await this.receipts.applyKept(early.receipt, message.id, early.at);
+      return { status: early.receipt.delivered ? 'delivered' : 'failed', invalidRecipient: false };
     }
+    if (result?.providerId) await this.receipts.dropStale(result.providerId, sentAt);
     return { status, invalidRecipient: error instanceof PermanentSendError && error.invalidRecipient };
   }
 

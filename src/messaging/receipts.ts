@@ -66,9 +66,19 @@ export class Receipts {
    * kept one. A receipt kept from before the send was for another message: a duplicate, or one
    * for an earlier message the SMSC gave the same id.
    */
-  overtaken(providerId: string, sentAt: number): DeliveryReceipt | undefined {
+  overtaken(providerId: string, sentAt: number): { receipt: DeliveryReceipt; at: number } | undefined {
     const early = this.kept.get(providerId);
-    return early && early.at >= sentAt ? early.receipt : undefined;
+    return early && early.at >= sentAt ? early : undefined;
+  }
+
+  /** Forgets a receipt this process kept from before `sentAt` for this id (see overtaken): matchKept must not apply it either. */
+  async dropStale(providerId: string, sentAt: number): Promise<void> {
+    const early = this.kept.get(providerId);
+    if (early === undefined || early.at >= sentAt) return;
+    this.kept.delete(providerId);
+    await this.store.write((tx) =>
+      tx.deleteFrom('early_receipts').where('provider_id', '=', providerId).where('received_at', '=', early.at).execute(),
+    );
   }
 
   /** Applies kept receipts whose submission is now on record (any instance's); housekeeping forgets those kept an hour. */
@@ -76,30 +86,34 @@ export class Receipts {
     const due = await this.store.db
       .selectFrom('early_receipts as e')
       .innerJoin('messages as m', 'm.provider_id', 'e.provider_id')
-      .select(['e.provider_id', 'e.delivered', 'e.detail'])
+      .select(['m.id', 'e.provider_id', 'e.delivered', 'e.detail', 'e.received_at'])
       .where('m.status', 'in', ['sent', 'queued'])
       // Never a receipt from before the message was even accepted (see overtaken).
       .whereRef('e.received_at', '>=', 'm.created_at')
       .limit(200)
       .execute();
     for (const row of due) {
-      await this.applyKept({ providerId: row.provider_id, delivered: row.delivered === 1, detail: row.detail });
+      await this.applyKept({ providerId: row.provider_id, delivered: row.delivered === 1, detail: row.detail }, row.id, row.received_at);
     }
     return due.length;
   }
 
-  /** A kept receipt, now that its submission is on record: applied and forgotten in one unit. */
-  async applyKept(receipt: DeliveryReceipt): Promise<void> {
+  /**
+   * A kept receipt (received at `receivedAt`), now that its submission is on record: applied
+   * to that one message (another with the same SMSC id is not its) and forgotten in one unit,
+   * unless a newer receipt for the id has replaced it meanwhile.
+   */
+  async applyKept(receipt: DeliveryReceipt, messageId: string, receivedAt: number): Promise<void> {
     const now = this.now();
-    this.kept.delete(receipt.providerId);
+    if (this.kept.get(receipt.providerId)?.at === receivedAt) this.kept.delete(receipt.providerId);
     await this.store.write(async (tx) => {
-      await this.record(tx, receipt, now);
-      await tx.deleteFrom('early_receipts').where('provider_id', '=', receipt.providerId).execute();
+      await this.record(tx, receipt, now, messageId);
+      await tx.deleteFrom('early_receipts').where('provider_id', '=', receipt.providerId).where('received_at', '=', receivedAt).execute();
     });
   }
 
-  /** The receipt's update of its message; whether there was one to update. */
-  private async record(tx: Tx, receipt: DeliveryReceipt, now: number): Promise<boolean> {
+  /** The receipt's update of its message (of that one, when `messageId` is given); whether there was one to update. */
+  private async record(tx: Tx, receipt: DeliveryReceipt, now: number, messageId?: string): Promise<boolean> {
     const status: MessageStatus = receipt.delivered ? 'delivered' : 'failed';
     const detail = receipt.delivered ? null : receipt.detail;
     // The receipt's words are the SMSC's: passed on only in their standard shape (stat, err code).
@@ -109,13 +123,19 @@ export class Receipts {
         : /^[A-Z]{5,8}( err:[0-9A-Za-z]{1,8})?$/.test(detail)
           ? `The SMS centre reported it not delivered: ${detail}.`
           : 'The SMS centre reported it not delivered.';
-    const updated = await hotQuery(tx, 'messages.receipt', [status, detail, reason, now, receipt.providerId, 'sent', 'queued'], () =>
-      tx
-        .updateTable('messages')
-        .set({ status, last_error: detail, failure_reason: reason, updated_at: now })
-        .where('provider_id', '=', receipt.providerId)
-        .where('status', 'in', ['sent', 'queued']),
-    );
-    return Number(updated.numAffectedRows ?? 0n) > 0;
+    const set = { status, last_error: detail, failure_reason: reason, updated_at: now };
+    const updated =
+      messageId === undefined
+        ? await hotQuery(tx, 'messages.receipt', [status, detail, reason, now, receipt.providerId, 'sent', 'queued'], () =>
+            tx.updateTable('messages').set(set).where('provider_id', '=', receipt.providerId).where('status', 'in', ['sent', 'queued']),
+          )
+        : await tx
+            .updateTable('messages')
+            .set(set)
+            .where('id', '=', messageId)
+            .where('provider_id', '=', receipt.providerId)
+            .where('status', 'in', ['sent', 'queued'])
+            .executeTakeFirst();
+    return Number(('numUpdatedRows' in updated ? updated.numUpdatedRows : updated.numAffectedRows) ?? 0n) > 0;
   }
 }
