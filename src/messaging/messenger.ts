@@ -308,12 +308,11 @@ export class Messenger implements Notifier {
       // The lease ran out first (this process stalled): whoever holds it now sets the state.
       this.log.warn({ messageId: message.id, status }, 'message attempt not recorded: its lease had run out');
     }
-    const early = result?.providerId ? this.receipts.overtaken(result.providerId, sentAt) : undefined;
+    const early = result?.providerId ? await this.receipts.overtaken(result.providerId, sentAt) : undefined;
     if (early) {
       await this.receipts.applyKept(early.receipt, message.id, early.at);
       return { status: early.receipt.delivered ? 'delivered' : 'failed', invalidRecipient: false };
     }
-    if (result?.providerId) await this.receipts.dropStale(result.providerId, sentAt);
     return { status, invalidRecipient: error instanceof PermanentSendError && error.invalidRecipient };
   }
 

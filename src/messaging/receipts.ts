@@ -63,22 +63,18 @@ export class Receipts {
 
   /**
    * The receipt that overtook the record of this submission, sent at `sentAt`, if this process
-   * kept one. A receipt kept from before the send was for another message: a duplicate, or one
-   * for an earlier message the SMSC gave the same id.
+   * kept one. A receipt kept from before the send was for another message (a duplicate, or one
+   * for an earlier message the SMSC gave the same id): it is forgotten, so that matchKept does
+   * not apply it either.
    */
-  overtaken(providerId: string, sentAt: number): { receipt: DeliveryReceipt; at: number } | undefined {
+  async overtaken(providerId: string, sentAt: number): Promise<{ receipt: DeliveryReceipt; at: number } | undefined> {
     const early = this.kept.get(providerId);
-    return early && early.at >= sentAt ? early : undefined;
-  }
-
-  /** Forgets a receipt this process kept from before `sentAt` for this id (see overtaken): matchKept must not apply it either. */
-  async dropStale(providerId: string, sentAt: number): Promise<void> {
-    const early = this.kept.get(providerId);
-    if (early === undefined || early.at >= sentAt) return;
+    if (early === undefined || early.at >= sentAt) return early;
     this.kept.delete(providerId);
     await this.store.write((tx) =>
       tx.deleteFrom('early_receipts').where('provider_id', '=', providerId).where('received_at', '=', early.at).execute(),
     );
+    return undefined;
   }
 
   /** Applies kept receipts whose submission is now on record (any instance's); housekeeping forgets those kept an hour. */
