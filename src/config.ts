@@ -44,6 +44,8 @@ export interface Config {
   /** The sender's TON and NPI when the SMSC wants others than those read from it; null: read from it. */
   smppSourceTon: number | null;
   smppSourceNpi: number | null;
+  /** SMPP_THROUGHPUT: most submit_sm a second on this instance's bind; null: no limit. */
+  smppThroughput: number | null;
   logLevel: string;
 }
 
@@ -117,6 +119,7 @@ export function loadConfig(env: Env = process.env): Config {
     smppSourceAddr: smppSourceAddr(env.SMPP_SOURCE_ADDR || 'LIPA'),
     smppSourceTon: byte(env, 'SMPP_SOURCE_TON'),
     smppSourceNpi: byte(env, 'SMPP_SOURCE_NPI'),
+    smppThroughput: env.SMPP_THROUGHPUT ? int(env, 'SMPP_THROUGHPUT', 0, 1) : null,
     logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info'),
   };
 }

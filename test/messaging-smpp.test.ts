@@ -102,6 +102,45 @@ describe('messaging over SMPP', () => {
     assert.deepEqual([loadConfig({}).smppSourceTon, loadConfig({}).smppSourceNpi], [null, null]);
   });
 
+  test('an SMSC throttling for a while: each message waits for the bind to resume and goes out on its first try', async () => {
+    const throttledBefore = peer.throttledAt.length;
+    peer.throttling = true;
+    let replies: Awaited<ReturnType<typeof send>>[];
+    try {
+      replies = await Promise.all([0, 1].map((i) => send(lipa, key, sms({ content: `Throttled ${i}` }))));
+      // Throttled, paused a second, submitted again and throttled again: then the SMSC relents.
+      await peer.until('each throttled twice', () => peer.throttledAt.length >= throttledBefore + 4, 10_000);
+    } finally {
+      peer.throttling = false;
+    }
+    for (const reply of replies) {
+      assert.equal(reply.status, 201, reply.text);
+      assert.equal((await waitForStatus(lipa, key, reply.body.data.id, ['delivered', 'failed'], 10_000)).status, 'delivered');
+      const row = await messageRow(lipa, reply.body.data.id);
+      // Throttling is no failed try: the message never went back to wait for a retry.
+      assert.deepEqual([row.attempts, row.last_error], [1, null]);
+    }
+  });
+
+  test('SMPP_THROUGHPUT paces submit_sm evenly; a whole number >= 1, no limit when unset', async () => {
+    for (const bad of ['0', '-1', 'x', '2.5']) assert.throws(() => loadConfig({ SMPP_THROUGHPUT: bad }), /SMPP_THROUGHPUT/, bad);
+    assert.equal(loadConfig({}).smppThroughput, null);
+    const paced = await startSmppPeer();
+    const slow = await startLipa({ SMPP_URL: paced.url, SMPP_THROUGHPUT: '4' });
+    try {
+      const session = await merchantSession(slow);
+      const slowKey = (await messagingKey(slow, session.token)).apiKey;
+      const replies = await Promise.all([0, 1, 2, 3, 4].map((i) => send(slow, slowKey, sms({ content: `Paced ${i}` }))));
+      for (const reply of replies) assert.equal(reply.status, 201, reply.text);
+      const at = (await paced.waitFor(5, 10_000)).map((m) => m.at);
+      for (let i = 1; i < at.length; i++)
+        assert.ok((at[i] ?? 0) - (at[i - 1] ?? 0) >= 230, `a quarter second between submits (${at.join(', ')})`);
+    } finally {
+      await slow.close();
+      await paced.close();
+    }
+  });
+
   test('SMPP_SOURCE_ADDR is checked at start, with or without SMPP_URL, and the refusal names it', () => {
     for (const bad of ['TOOLONGSENDERID', 'é', 'Duka\tBora']) {
       assert.throws(() => loadConfig({ SMPP_SOURCE_ADDR: bad }), /^Error: SMPP_SOURCE_ADDR must be a number .* \(got ".*"\)$/, bad);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, type TestContext, test } from 'node:test';
 import { inspect } from 'node:util';
-import { SmppTransport, type SmppTransportOptions } from '../src/messaging/transports/smpp.js';
+import { type SmppLogger, SmppTransport, type SmppTransportOptions } from '../src/messaging/transports/smpp.js';
 import { parseDeliveryReceipt } from '../src/messaging/transports/smpp-protocol.js';
 import { parseSmppUrl } from '../src/messaging/transports/smpp-url.js';
 import { type DeliveryReceipt, type OutboundSms, PermanentSendError, TransientSendError } from '../src/messaging/transports/transport.js';
@@ -29,6 +29,13 @@ async function setup(
     await peer.close();
   });
   return { peer, transport };
+}
+
+/** A logger that keeps each line as "message {fields}". */
+function captureLog(): { logged: string[]; logger: SmppLogger } {
+  const logged: string[] = [];
+  const log = (obj: object, msg: string) => logged.push(`${msg} ${JSON.stringify(obj)}`);
+  return { logged, logger: { debug: log, info: log, warn: log, error: log } };
 }
 
 function receiptsOf(transport: SmppTransport): DeliveryReceipt[] {
@@ -298,11 +305,17 @@ describe('SmppTransport', () => {
   });
 
   test('an unbind from the SMSC is answered and the transport binds again', async (t) => {
-    const { peer, transport } = await setup(t);
+    const { logged, logger } = captureLog();
+    const { peer, transport } = await setup(t, {}, { logger });
     await transport.send(sms('before'));
     peer.unbindAll();
     await peer.until('a second bind', () => peer.binds === 2 && transport.bound);
     assert.ok((await transport.send(sms('after'))).providerId);
+    assert.ok(
+      logged.some((line) => line.startsWith('SMPP unbound by the SMSC; binding again')),
+      logged.join('\n'),
+    );
+    assert.ok(!logged.some((line) => line.includes('connection failed')), 'an unbind is no failed connection');
   });
 
   test('an SMSC that is down for a while: sends wait for it, then go out on the same port', async (t) => {
@@ -333,8 +346,12 @@ describe('SmppTransport', () => {
     assert.ok(Date.now() - started < 2_000);
   });
 
-  test('a rejected destination is a PermanentSendError; throttling is a TransientSendError', async (t) => {
-    const { transport } = await setup(t, { rejectDestinations: ['254708000666'], throttleDestinations: ['254708000777'] });
+  test('a rejected destination is a PermanentSendError; throttling that outlasts throttleRetryMs is a TransientSendError', async (t) => {
+    const { peer, transport } = await setup(
+      t,
+      { rejectDestinations: ['254708000666'], throttleDestinations: ['254708000777'] },
+      { throttlePauseMs: 50, throttleRetryMs: 300 },
+    );
     await assert.rejects(transport.send(sms('x', '708000666')), (error: Error) => {
       assert.ok(error instanceof PermanentSendError);
       assert.match(error.message, /ESME_RINVDSTADR \(0x0B, invalid destination address\)/);
@@ -345,6 +362,7 @@ describe('SmppTransport', () => {
       assert.match(error.message, /ESME_RTHROTTLED \(0x58, throttled\)/);
       return true;
     });
+    assert.ok(peer.throttledAt.length >= 3, `submitted again after each pause (${peer.throttledAt.length} tries)`);
     await assert.rejects(transport.send(sms('x', '70800a')), PermanentSendError);
     // The bind is unaffected.
     assert.ok((await transport.send(sms('fine'))).providerId);
@@ -353,9 +371,8 @@ describe('SmppTransport', () => {
   test('a wrong password: the bind is refused and send fails at once with a clear TransientSendError', async (t) => {
     const peer = await startSmppPeer({ password: 'right-pw' });
     const url = peer.url.replace('right-pw', 'wrong-pw');
-    const logged: string[] = [];
-    const log = (obj: object, msg: string) => logged.push(`${msg} ${JSON.stringify(obj)}`);
-    const transport = new SmppTransport({ url, reconnectMinMs: 50, logger: { debug: log, info: log, warn: log, error: log } });
+    const { logged, logger } = captureLog();
+    const transport = new SmppTransport({ url, reconnectMinMs: 50, logger });
     t.after(async () => {
       await transport.close();
       await peer.close();
@@ -410,6 +427,42 @@ describe('SmppTransport', () => {
       ['merchant 0', 'merchant 1', 'login code', 'payment prompt', ...Array.from({ length: 6 }, (_, i) => `merchant ${i + 2}`)],
     );
     assert.equal(peer.maxOutstanding, 2);
+  });
+
+  test("throttled, the bind pauses, then every send goes again, the service's own first; none fails", async (t) => {
+    const { logged, logger } = captureLog();
+    const { peer, transport } = await setup(t, {}, { throttlePauseMs: 300, logger });
+    await transport.ready();
+    peer.throttling = true;
+    const merchants = Array.from({ length: 5 }, (_, i) => transport.send(sms(`merchant ${i}`)));
+    await peer.until('five throttled submits', () => peer.throttledAt.length >= 5);
+    peer.throttling = false;
+    const own = transport.send({ ...sms('login code'), urgent: true });
+    const results = await Promise.all([...merchants, own]);
+    assert.equal(new Set(results.map((r) => r.providerId)).size, 6, 'each taken, once');
+    assert.equal(peer.submitted[0]?.text, 'login code', 'the login code first, though it came last');
+    assert.equal(peer.submitted.length, 6);
+    const lastThrottled = Math.max(...peer.throttledAt);
+    const firstTaken = peer.submitted[0]?.at ?? 0;
+    assert.ok(firstTaken - lastThrottled >= 295, `nothing submitted during the pause (${firstTaken - lastThrottled} ms after it began)`);
+    assert.equal(logged.filter((line) => line.includes('is throttling')).length, 1, 'one warning for the lot');
+    assert.match(logged.find((line) => line.includes('is throttling')) ?? '', /ESME_RTHROTTLED \(0x58, throttled\); submits pause/);
+  });
+
+  test('maxSubmitsPerSecond: no second holds more submits than allowed, and the own messages still go first', async (t) => {
+    const { peer, transport } = await setup(t, {}, { maxSubmitsPerSecond: 20 });
+    await transport.ready();
+    const merchants = Array.from({ length: 40 }, (_, i) => transport.send(sms(`paced ${i}`)));
+    await peer.waitFor(10);
+    const own = transport.send({ ...sms('login code'), urgent: true });
+    await Promise.all([...merchants, own]);
+    const at = peer.submitted.map((m) => m.at);
+    assert.equal(at.length, 41);
+    // 20 a second, evenly spaced: any 21 consecutive submits span a second (less a little
+    // for the network's jitter between the transport and the peer's clock reading).
+    for (let i = 0; i + 20 < at.length; i++) assert.ok((at[i + 20] ?? 0) - (at[i] ?? 0) >= 950, `submits ${i}..${i + 20} within a second`);
+    const ownAt = peer.submitted.findIndex((m) => m.text === 'login code');
+    assert.ok(ownAt >= 10 && ownAt <= 12, `the login code went next, not after the 30 waiting (${ownAt})`);
   });
 
   test('a submit_sm answered later than the other responses may take is waited for: one submit, no copy', async (t) => {

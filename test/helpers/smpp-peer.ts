@@ -67,6 +67,10 @@ export interface SmppPeer {
   answerEnquireLink: boolean;
   /** When set, the message_id every submit_sm is answered with (an SMSC that reuses ids). */
   fixedMessageId: string | null;
+  /** While true, every submit_sm is answered ESME_RTHROTTLED (an SMSC over its agreed throughput). */
+  throttling: boolean;
+  /** When each submit_sm answered ESME_RTHROTTLED came (Date.now()), for any reason. */
+  throttledAt: number[];
   /** Sends a deliver_sm with these fields to a bound session; resolves with its answer's command_status. */
   deliver(fields: Record<string, unknown>): Promise<number>;
   /** Resolves when at least `count` submit_sm have been recorded (rejects after `timeoutMs`). */
@@ -163,7 +167,10 @@ export async function startSmppPeer(options: SmppPeerOptions = {}): Promise<Smpp
         });
       };
       if (rejected.has(destination)) return respond(pdu.response({ command_status: smpp.errors.ESME_RINVDSTADR }));
-      if (throttled.has(destination)) return respond(pdu.response({ command_status: smpp.errors.ESME_RTHROTTLED }));
+      if (peer.throttling || throttled.has(destination)) {
+        peer.throttledAt.push(Date.now());
+        return respond(pdu.response({ command_status: smpp.errors.ESME_RTHROTTLED }));
+      }
 
       const messageId = peer.fixedMessageId ?? `${idPrefix}${(nextId++).toString(16).padStart(8, '0')}`;
       const payload = messageOf(pdu.message_payload);
@@ -246,6 +253,8 @@ export async function startSmppPeer(options: SmppPeerOptions = {}): Promise<Smpp
     maxOutstanding: 0,
     answerEnquireLink: true,
     fixedMessageId: null,
+    throttling: false,
+    throttledAt: [],
     deliver: (fields) =>
       new Promise<number>((resolve, reject) => {
         const [session] = bound;

@@ -19,6 +19,7 @@ export function createTransports(config: Config, log: FastifyBaseLogger): Transp
           sourceAddr: config.smppSourceAddr,
           sourceAddrTon: config.smppSourceTon ?? undefined,
           sourceAddrNpi: config.smppSourceNpi ?? undefined,
+          maxSubmitsPerSecond: config.smppThroughput ?? undefined,
           logger: log,
         })
       : null,

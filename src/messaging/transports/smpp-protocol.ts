@@ -72,11 +72,18 @@ export function describeStatus(status: number): string {
   return `${name} (${hex}${text ? `, ${text}` : ''})`;
 }
 
+/**
+ * The SMSC asks for fewer submits (ESME_RTHROTTLED, ESME_RMSGQFUL): the message was not taken,
+ * and the whole bind pauses before it is submitted again.
+ */
+export class ThrottledSendError extends TransientSendError {}
+
 /** The error for a submit_sm answered with a non-zero command_status; the status is for the sender too. */
 export function submitError(status: number): TransientSendError | PermanentSendError {
   const described = describeStatus(status);
   const message = `SMSC rejected submit_sm: ${described}`;
   const reason = `Refused by the SMS centre: ${described}.`;
+  if (status === STATUS.throttled || status === STATUS.queueFull) return new ThrottledSendError(message, reason);
   return TRANSIENT_STATUSES.has(status) ? new TransientSendError(message, reason) : new PermanentSendError(message, reason);
 }
 

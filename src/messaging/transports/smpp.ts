@@ -12,6 +12,7 @@ import {
   parseDeliveryReceipt,
   STATUS,
   submitError,
+  ThrottledSendError,
   TON_ALPHANUMERIC,
   TON_INTERNATIONAL,
   TON_NETWORK_SPECIFIC,
@@ -81,6 +82,15 @@ export interface SmppTransportOptions {
   reconnectMaxMs?: number;
   /** Most submit_sm awaiting their response at once; further sends queue. Default 1000. */
   windowSize?: number;
+  /** Most submit_sm a second (the throughput agreed with the SMSC), evenly spaced; default no limit. */
+  maxSubmitsPerSecond?: number;
+  /** After ESME_RTHROTTLED or ESME_RMSGQFUL, no submit_sm on the bind for this long; default 1 s. */
+  throttlePauseMs?: number;
+  /**
+   * How long a send keeps being submitted again through throttling before it fails with a
+   * TransientSendError (and the worker tries it later); default SLOT_WAIT_MS (5 min).
+   */
+  throttleRetryMs?: number;
   /** Extra options for tls.connect with smpps:// (ca, servername, rejectUnauthorized, …). */
   tlsOptions?: ConnectionOptions;
   logger?: SmppLogger;
@@ -116,6 +126,10 @@ export class SmppTransport implements SmsTransport {
   readonly #reconnectMinMs: number;
   readonly #reconnectMaxMs: number;
   readonly #windowSize: number;
+  /** 1000 / maxSubmitsPerSecond; 0 without a limit. */
+  readonly #spacingMs: number;
+  readonly #throttlePauseMs: number;
+  readonly #throttleRetryMs: number;
   readonly #tlsOptions: ConnectionOptions;
   readonly #log: SmppLogger | undefined;
 
@@ -124,6 +138,8 @@ export class SmppTransport implements SmsTransport {
   #closing: Promise<void> | null = null;
   #session: smpp.Session | null = null;
   #bound = false;
+  /** Set when the SMSC sent unbind: the close that follows ends a bind, it is no failed connection. */
+  #unboundBySmsc = false;
   /** Set when the SMSC refused the last bind: sends fail at once until a bind succeeds. */
   #bindRefused: string | null = null;
   #lastError: string | null = null;
@@ -135,6 +151,13 @@ export class SmppTransport implements SmsTransport {
   #pending = new Set<Pending>();
   #idleWaiters: Array<() => void> = [];
   #corked = false;
+  /**
+   * No submit_sm before this time (performance.now()): the SMSC throttled the bind, or the
+   * throughput limit allows none sooner. Only ever moves forward.
+   */
+  #gateAt = 0;
+  #gateTimer: NodeJS.Timeout | null = null;
+  readonly #throttleLogged = new LogThrottle();
   #listeners: ReceiptListener[] = [];
   /** Connection trouble logged since the last bind, and when (#newTrouble). */
   readonly #troubleLogged = new LogThrottle();
@@ -163,6 +186,10 @@ export class SmppTransport implements SmsTransport {
     // At most 10 s between tries: once an SMSC is back, login codes wait for the next one.
     this.#reconnectMaxMs = Math.max(this.#reconnectMinMs, positive('reconnectMaxMs', options.reconnectMaxMs, 10_000));
     this.#windowSize = positive('windowSize', options.windowSize, 1000);
+    this.#spacingMs =
+      options.maxSubmitsPerSecond === undefined ? 0 : 1000 / positive('maxSubmitsPerSecond', options.maxSubmitsPerSecond, 1);
+    this.#throttlePauseMs = positive('throttlePauseMs', options.throttlePauseMs, 1_000);
+    this.#throttleRetryMs = positive('throttleRetryMs', options.throttleRetryMs, SLOT_WAIT_MS);
     this.#tlsOptions = options.tlsOptions ?? {};
     this.#log = options.logger;
   }
@@ -204,14 +231,15 @@ export class SmppTransport implements SmsTransport {
     }
     const params = this.#submitParams(message.content, destination);
     this.start();
-    const deadline = Date.now() + this.#bindWaitMs;
+    const throttleDeadline = Date.now() + this.#throttleRetryMs;
+    let bindDeadline = Date.now() + this.#bindWaitMs;
     let woken = false;
     try {
       for (;;) {
         if (this.#closed) throw new TransportClosedError('SMPP transport');
         const session = this.#session;
         if (!this.#bound || session === null) {
-          await this.#waitForBind(deadline - Date.now(), this.#bindWaitMs);
+          await this.#waitForBind(bindDeadline - Date.now(), this.#bindWaitMs);
           continue;
         }
         if (this.#pending.size >= this.#windowSize) {
@@ -219,12 +247,58 @@ export class SmppTransport implements SmsTransport {
           if (!woken) throw new TransientSendError(`no free place in the SMPP window of ${this.target} within ${SLOT_WAIT_MS / 1000} s`);
           continue;
         }
-        return this.#submit(session, params);
+        const hold = this.#gateAt - performance.now();
+        if (hold > 0) {
+          // Paused (throttled) or paced: in line, the service's own messages first, until the gate opens.
+          this.#openGateIn(hold);
+          woken = (await this.#slotWaiters.wait(message.urgent, SLOT_WAIT_MS)) !== 'timeout';
+          if (!woken)
+            throw new TransientSendError(`no turn to submit to ${this.target} within ${SLOT_WAIT_MS / 1000} s (throttled or paced)`);
+          continue;
+        }
+        this.#passGate();
+        woken = false;
+        try {
+          return await this.#submit(session, params);
+        } catch (error) {
+          // The SMSC did not take it and the bind now pauses: in line again, unless it has waited long enough.
+          if (!(error instanceof ThrottledSendError) || Date.now() >= throttleDeadline) throw error;
+          bindDeadline = Date.now() + this.#bindWaitMs;
+        }
       }
     } catch (error) {
       // This send was handed a free slot it will not use: hand it to the next in line.
       if (woken) this.#slotWaiters.wake();
       throw error;
+    }
+  }
+
+  /** A submit goes now: with a throughput limit, the next may go one spacing later. */
+  #passGate(): void {
+    if (this.#spacingMs === 0) return;
+    this.#gateAt = Math.max(this.#gateAt, performance.now()) + this.#spacingMs;
+    if (this.#slotWaiters.size > 0) this.#openGateIn(this.#spacingMs);
+  }
+
+  /** Wakes those in line once the gate opens; one timer at a time (the gate only moves forward, so it never fires late). */
+  #openGateIn(ms: number): void {
+    if (this.#gateTimer !== null || this.#closed) return;
+    this.#gateTimer = setTimeout(() => {
+      this.#gateTimer = null;
+      const hold = this.#gateAt - performance.now();
+      if (hold > 0) this.#openGateIn(hold);
+      // Paced, the gate lets one through; after a pause, everyone looks (the window still bounds them).
+      else if (this.#spacingMs > 0) this.#slotWaiters.wake();
+      else this.#slotWaiters.wakeAll();
+    }, Math.ceil(ms));
+  }
+
+  /** The SMSC throttled a submit: nothing more goes on this bind for the pause. */
+  #pause(status: number): void {
+    this.#gateAt = Math.max(this.#gateAt, performance.now() + this.#throttlePauseMs);
+    const text = `SMSC ${this.target} is throttling: ${describeStatus(status)}`;
+    if (this.#throttleLogged.due(text)) {
+      this.#log?.warn({ smsc: this.target, commandStatus: status, pauseMs: this.#throttlePauseMs }, `${text}; submits pause and resume`);
     }
   }
 
@@ -281,7 +355,9 @@ export class SmppTransport implements SmsTransport {
           this.#lastError = 'SMSC answered ESME_RINVBNDSTS';
           session.destroy();
         }
-        finish(submitError(resp.command_status));
+        const error = submitError(resp.command_status);
+        if (error instanceof ThrottledSendError) this.#pause(resp.command_status);
+        finish(error);
       });
       if (!written) finish(new TransientSendError(`SMPP connection to ${this.target} is not writable`));
     });
@@ -299,7 +375,10 @@ export class SmppTransport implements SmsTransport {
   }
 
   #releaseSlot(): void {
-    this.#slotWaiters.wake();
+    // While the gate is shut, the place is handed on when it opens (#openGateIn), in order.
+    const hold = this.#gateAt - performance.now();
+    if (hold > 0) this.#openGateIn(hold);
+    else this.#slotWaiters.wake();
     if (this.#pending.size === 0) for (const idle of this.#idleWaiters.splice(0)) idle();
   }
 
@@ -417,8 +496,10 @@ export class SmppTransport implements SmsTransport {
   #onClose(session: smpp.Session): void {
     if (this.#session !== session) return;
     this.#session = null;
-    const wasBound = this.#bound;
+    const wasBound = this.#bound || this.#unboundBySmsc;
+    const unbound = this.#unboundBySmsc;
     this.#bound = false;
+    this.#unboundBySmsc = false;
     if (this.#enquireTimer) clearInterval(this.#enquireTimer);
     this.#enquireTimer = null;
     const lost = new TransientSendError(
@@ -435,7 +516,11 @@ export class SmppTransport implements SmsTransport {
     if (wasBound || this.#newTrouble(`retrying: ${this.#lastError}`)) {
       this.#log?.warn(
         { smsc: this.target, wasBound, reconnectInMs: delay, lastError: this.#lastError },
-        wasBound ? 'SMPP connection lost; reconnecting' : 'SMPP connection failed; retrying',
+        unbound
+          ? 'SMPP unbound by the SMSC; binding again'
+          : wasBound
+            ? 'SMPP connection lost; reconnecting'
+            : 'SMPP connection failed; retrying',
       );
     }
     this.#reconnectTimer = setTimeout(() => this.#connect(), delay);
@@ -463,6 +548,7 @@ export class SmppTransport implements SmsTransport {
         case 'unbind':
           // The SMSC is closing the bind: answer, let the connection close, and bind again.
           this.#bound = false;
+          this.#unboundBySmsc = true;
           this.#lastError = 'the SMSC sent unbind';
           session.send(pdu.response());
           session.close();
@@ -525,6 +611,8 @@ export class SmppTransport implements SmsTransport {
     this.#closed = true;
     if (this.#reconnectTimer) clearTimeout(this.#reconnectTimer);
     this.#reconnectTimer = null;
+    if (this.#gateTimer) clearTimeout(this.#gateTimer);
+    this.#gateTimer = null;
     this.#settleBindWaiters(new TransportClosedError('SMPP transport'));
     this.#slotWaiters.wakeAll();
     const session = this.#session;

@@ -105,6 +105,11 @@ export class SlotQueue {
   readonly #urgent: Array<(how: 'handed' | 'look') => void> = [];
   readonly #other: Array<(how: 'handed' | 'look') => void> = [];
 
+  /** How many wait. */
+  get size(): number {
+    return this.#urgent.length + this.#other.length;
+  }
+
   /**
    * Resolves `handed` when wake() hands this waiter a slot, `look` when wakeAll() asks every
    * waiter to look again (holding no slot), `timeout` after `timeoutMs`: a send that waits
