@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
+import type { MessageIdType } from './messaging/transports/smpp-protocol.js';
 import { isSmppSourceAddr } from './messaging/transports/smpp-url.js';
 
 /** Every setting of CONTRACT §1, parsed once at start. */
@@ -44,6 +45,8 @@ export interface Config {
   /** The sender's TON and NPI when the SMSC wants others than those read from it; null: read from it. */
   smppSourceTon: number | null;
   smppSourceNpi: number | null;
+  /** SMPP_MSG_ID_TYPE (as Kannel's msg-id-type): how the SMSC writes message ids; null: compared as written. */
+  smppMsgIdType: MessageIdType | null;
   /** SMPP_THROUGHPUT: most submit_sm a second on this instance's bind; null: no limit. */
   smppThroughput: number | null;
   logLevel: string;
@@ -119,6 +122,7 @@ export function loadConfig(env: Env = process.env): Config {
     smppSourceAddr: smppSourceAddr(env.SMPP_SOURCE_ADDR || 'LIPA'),
     smppSourceTon: byte(env, 'SMPP_SOURCE_TON'),
     smppSourceNpi: byte(env, 'SMPP_SOURCE_NPI'),
+    smppMsgIdType: env.SMPP_MSG_ID_TYPE ? (Number(oneOf(env, 'SMPP_MSG_ID_TYPE', ['0', '1', '2', '3'], '0')) as MessageIdType) : null,
     smppThroughput: env.SMPP_THROUGHPUT ? int(env, 'SMPP_THROUGHPUT', 0, 1) : null,
     logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info'),
   };

@@ -122,22 +122,29 @@ describe('messaging over SMPP', () => {
     }
   });
 
-  test('SMPP_THROUGHPUT paces submit_sm evenly; a whole number >= 1, no limit when unset', async () => {
+  test('SMPP_THROUGHPUT paces submit_sm evenly; SMPP_MSG_ID_TYPE lets decimal receipts meet hex ids', async () => {
     for (const bad of ['0', '-1', 'x', '2.5']) assert.throws(() => loadConfig({ SMPP_THROUGHPUT: bad }), /SMPP_THROUGHPUT/, bad);
-    assert.equal(loadConfig({}).smppThroughput, null);
-    const paced = await startSmppPeer();
-    const slow = await startLipa({ SMPP_URL: paced.url, SMPP_THROUGHPUT: '4' });
+    for (const bad of ['4', '-1', 'hex']) assert.throws(() => loadConfig({ SMPP_MSG_ID_TYPE: bad }), /SMPP_MSG_ID_TYPE/, bad);
+    assert.deepEqual([loadConfig({}).smppThroughput, loadConfig({}).smppMsgIdType], [null, null]);
+    assert.equal(loadConfig({ SMPP_MSG_ID_TYPE: '3' }).smppMsgIdType, 3);
+    // This SMSC answers submits with hex ids and writes its receipts' ids in decimal.
+    const other = await startSmppPeer({ receipts: true, receiptDelayMs: 0, receiptIdsDecimal: true });
+    const paced = await startLipa({ SMPP_URL: other.url, SMPP_THROUGHPUT: '4', SMPP_MSG_ID_TYPE: '1' });
     try {
-      const session = await merchantSession(slow);
-      const slowKey = (await messagingKey(slow, session.token)).apiKey;
-      const replies = await Promise.all([0, 1, 2, 3, 4].map((i) => send(slow, slowKey, sms({ content: `Paced ${i}` }))));
-      for (const reply of replies) assert.equal(reply.status, 201, reply.text);
-      const at = (await paced.waitFor(5, 10_000)).map((m) => m.at);
+      const session = await merchantSession(paced);
+      const pacedKey = (await messagingKey(paced, session.token)).apiKey;
+      const replies = await Promise.all([0, 1, 2, 3, 4].map((i) => send(paced, pacedKey, sms({ content: `Paced ${i}` }))));
+      for (const reply of replies) {
+        assert.equal(reply.status, 201, reply.text);
+        assert.equal((await waitForStatus(paced, pacedKey, reply.body.data.id, ['delivered', 'failed'], 10_000)).status, 'delivered');
+      }
+      const at = other.submitted.map((m) => m.at);
+      assert.equal(at.length, 5);
       for (let i = 1; i < at.length; i++)
         assert.ok((at[i] ?? 0) - (at[i - 1] ?? 0) >= 230, `a quarter second between submits (${at.join(', ')})`);
     } finally {
-      await slow.close();
       await paced.close();
+      await other.close();
     }
   });
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, type TestContext, test } from 'node:test';
 import { inspect } from 'node:util';
 import { type SmppLogger, SmppTransport, type SmppTransportOptions } from '../src/messaging/transports/smpp.js';
-import { parseDeliveryReceipt } from '../src/messaging/transports/smpp-protocol.js';
+import { canonicalMessageId, parseDeliveryReceipt } from '../src/messaging/transports/smpp-protocol.js';
 import { parseSmppUrl } from '../src/messaging/transports/smpp-url.js';
 import { type DeliveryReceipt, type OutboundSms, PermanentSendError, TransientSendError } from '../src/messaging/transports/transport.js';
 import { type SmppPeer, type SmppPeerOptions, startSmppPeer } from './helpers/smpp-peer.js';
@@ -130,6 +130,17 @@ describe('parseDeliveryReceipt', () => {
     assert.deepEqual(receipt, { providerId: 'abc', delivered: false, detail: 'UNDELIV', final: true });
   });
 
+  test('canonicalMessageId: a number in decimal without leading zeros; a hex id meets its decimal form', () => {
+    assert.equal(canonicalMessageId('0001A2B', true), '6699');
+    assert.equal(canonicalMessageId('1a2b', true), '6699');
+    assert.equal(canonicalMessageId('006699', false), '6699');
+    assert.equal(canonicalMessageId('1234', true), '4660', 'all digits, but the SMSC writes hex');
+    assert.equal(canonicalMessageId('1234', false), '1234');
+    assert.equal(canonicalMessageId('00ff', false), '255', 'not all digits: hex, as Kannel reads it');
+    assert.equal(canonicalMessageId('ab-12', false), 'ab-12', 'no number either way: as written');
+    assert.equal(canonicalMessageId('ffffffffffffffffffff', true), '1208925819614629174706175', 'beyond 64 bits, exact');
+  });
+
   test('an intermediate notification is not final; a mobile-originated SMS is no receipt', () => {
     assert.equal(parseDeliveryReceipt({ esm_class: 0x04, receipted_message_id: 'x', message_state: 1 })?.final, false);
     assert.equal(parseDeliveryReceipt({ esm_class: 0x00, short_message: { message: 'hello, I want to pay' } }), null);
@@ -236,6 +247,22 @@ describe('SmppTransport', () => {
     await until('deliver_sm_resp', () => peer.receiptAnswers.length === 2);
     assert.deepEqual(peer.receiptAnswers, [0, 0]);
   });
+
+  for (const receiptTlvs of [true, false]) {
+    test(`an SMSC that answers in hex and writes receipts in decimal (${receiptTlvs ? 'TLV' : 'text'}): messageIdType 1 makes them meet`, async (t) => {
+      const { peer, transport } = await setup(
+        t,
+        { receipts: true, receiptDelayMs: 0, receiptIdsDecimal: true, receiptTlvs },
+        { messageIdType: 1 },
+      );
+      const receipts = receiptsOf(transport);
+      const sent = await transport.send(sms('numbered'));
+      const [submitted] = await peer.waitFor(1);
+      assert.equal(sent.providerId, BigInt(`0x${submitted?.messageId}`).toString(10));
+      await until('the receipt', () => receipts.length === 1);
+      assert.equal(receipts[0]?.providerId, sent.providerId);
+    });
+  }
 
   test('receipts carrying only the text (no TLVs) are read too', async (t) => {
     const { transport } = await setup(t, { receipts: true, receiptTlvs: false, undeliverable: ['254708000999'] });

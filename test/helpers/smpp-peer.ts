@@ -27,6 +27,11 @@ export interface SmppPeerOptions {
   receiptDelayMs?: number;
   /** Put receipted_message_id and message_state TLVs in receipts (default true); the text is always there. */
   receiptTlvs?: boolean;
+  /**
+   * Write each receipt's id (text and TLV) in decimal, though submit_sm_resp gave it in hex,
+   * as many SMSCs do (Kannel's msg-id-type 1).
+   */
+  receiptIdsDecimal?: boolean;
   /** Destinations whose receipt says stat:UNDELIV. */
   undeliverable?: string[];
   /** Destinations answered with ESME_RINVDSTADR (0x0B). */
@@ -196,7 +201,8 @@ export async function startSmppPeer(options: SmppPeerOptions = {}): Promise<Smpp
           const ok = !undeliverable.has(destination);
           const stamp = smppDate(new Date());
           const stat = ok ? 'DELIVRD' : 'UNDELIV';
-          const text = `id:${messageId} sub:001 dlvrd:${ok ? '001' : '000'} submit date:${stamp} done date:${stamp} stat:${stat} err:${ok ? '000' : '001'} text:`;
+          const receiptId = options.receiptIdsDecimal ? BigInt(`0x${messageId}`).toString(10) : messageId;
+          const text = `id:${receiptId} sub:001 dlvrd:${ok ? '001' : '000'} submit date:${stamp} done date:${stamp} stat:${stat} err:${ok ? '000' : '001'} text:`;
           sendReceipt(
             {
               source_addr_ton: entry.destTon,
@@ -208,7 +214,7 @@ export async function startSmppPeer(options: SmppPeerOptions = {}): Promise<Smpp
               esm_class: 0x04, // MC delivery receipt
               data_coding: 0,
               short_message: text,
-              ...(receiptTlvs ? { receipted_message_id: messageId, message_state: ok ? 2 : 5 } : {}),
+              ...(receiptTlvs ? { receipted_message_id: receiptId, message_state: ok ? 2 : 5 } : {}),
             },
             session,
           );

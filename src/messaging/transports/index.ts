@@ -20,6 +20,7 @@ export function createTransports(config: Config, log: FastifyBaseLogger): Transp
           sourceAddrTon: config.smppSourceTon ?? undefined,
           sourceAddrNpi: config.smppSourceNpi ?? undefined,
           maxSubmitsPerSecond: config.smppThroughput ?? undefined,
+          messageIdType: config.smppMsgIdType ?? undefined,
           logger: log,
         })
       : null,

@@ -154,6 +154,24 @@ export function parseDeliveryReceipt(pdu: Record<string, unknown>): ParsedReceip
   };
 }
 
+/**
+ * How the SMSC writes message ids, as Kannel's `msg-id-type` (SMPP_MSG_ID_TYPE): bit 0 set,
+ * the submit_sm_resp's are hexadecimal (else decimal); bit 1 set, the receipts' are. Many
+ * SMSCs answer a submit in hex and write its receipt in decimal ("1A2B" and "6699").
+ */
+export type MessageIdType = 0 | 1 | 2 | 3;
+
+/**
+ * A message id as a number written in decimal without leading zeros, so that the two forms
+ * of one id meet: read as hexadecimal when `hex`, or when it is not all digits (as Kannel
+ * does); an id that is no number either way is kept as written.
+ */
+export function canonicalMessageId(id: string, hex: boolean): string {
+  if (!hex && /^[0-9]{1,64}$/.test(id)) return BigInt(id).toString(10);
+  if (/^[0-9a-f]{1,64}$/i.test(id)) return BigInt(`0x${id}`).toString(10);
+  return id;
+}
+
 /** A received short_message / message_payload (decoded by the package as `{ udh?, message }`) as text. */
 function messageText(field: unknown): string | undefined {
   const value = field !== null && typeof field === 'object' && 'message' in field ? (field as { message: unknown }).message : field;

@@ -4,9 +4,11 @@ import { backoffMs } from '../../jobs/backoff.js';
 import { LogThrottle } from '../../logger.js';
 import { countSegments, encodeGsm7, encodeUcs2 } from '../sms-segments.js';
 import {
+  canonicalMessageId,
   DATA_CODING_GSM,
   DATA_CODING_UCS2,
   describeStatus,
+  type MessageIdType,
   NPI_ISDN,
   NPI_UNKNOWN,
   parseDeliveryReceipt,
@@ -82,6 +84,11 @@ export interface SmppTransportOptions {
   reconnectMaxMs?: number;
   /** Most submit_sm awaiting their response at once; further sends queue. Default 1000. */
   windowSize?: number;
+  /**
+   * How the SMSC writes message ids (SMPP_MSG_ID_TYPE, see MessageIdType); when set, ids are
+   * kept as decimal numbers so that a receipt finds its submission. Default: as written.
+   */
+  messageIdType?: MessageIdType;
   /** Most submit_sm a second (the throughput agreed with the SMSC), evenly spaced; default no limit. */
   maxSubmitsPerSecond?: number;
   /** After ESME_RTHROTTLED or ESME_RMSGQFUL, no submit_sm on the bind for this long; default 1 s. */
@@ -126,6 +133,7 @@ export class SmppTransport implements SmsTransport {
   readonly #reconnectMinMs: number;
   readonly #reconnectMaxMs: number;
   readonly #windowSize: number;
+  readonly #messageIdType: MessageIdType | undefined;
   /** 1000 / maxSubmitsPerSecond; 0 without a limit. */
   readonly #spacingMs: number;
   readonly #throttlePauseMs: number;
@@ -186,6 +194,7 @@ export class SmppTransport implements SmsTransport {
     // At most 10 s between tries: once an SMSC is back, login codes wait for the next one.
     this.#reconnectMaxMs = Math.max(this.#reconnectMinMs, positive('reconnectMaxMs', options.reconnectMaxMs, 10_000));
     this.#windowSize = positive('windowSize', options.windowSize, 1000);
+    this.#messageIdType = options.messageIdType;
     this.#spacingMs =
       options.maxSubmitsPerSecond === undefined ? 0 : 1000 / positive('maxSubmitsPerSecond', options.maxSubmitsPerSecond, 1);
     this.#throttlePauseMs = positive('throttlePauseMs', options.throttlePauseMs, 1_000);
@@ -346,7 +355,7 @@ export class SmppTransport implements SmsTransport {
       this.#cork(session);
       const written = session.send(pdu, (resp) => {
         if (resp.command_status === STATUS.ok) {
-          const id = typeof resp.message_id === 'string' && resp.message_id !== '' ? resp.message_id : null;
+          const id = typeof resp.message_id === 'string' && resp.message_id !== '' ? this.#messageId(resp.message_id, 0b01) : null;
           finish(null, { status: 'sent', providerId: id });
           return;
         }
@@ -361,6 +370,11 @@ export class SmppTransport implements SmsTransport {
       });
       if (!written) finish(new TransientSendError(`SMPP connection to ${this.target} is not writable`));
     });
+  }
+
+  /** An id from the SMSC as it is kept: as written, or canonical when SMPP_MSG_ID_TYPE says how the SMSC writes it. */
+  #messageId(id: string, hexBit: number): string {
+    return this.#messageIdType === undefined ? id : canonicalMessageId(id, (this.#messageIdType & hexBit) !== 0);
   }
 
   /** Batches the PDUs written in one turn of the event loop into few socket writes. */
@@ -576,6 +590,7 @@ export class SmppTransport implements SmsTransport {
       return;
     }
     const { final: _final, ...delivery } = receipt;
+    delivery.providerId = this.#messageId(delivery.providerId, 0b10);
     const results: unknown[] = [];
     let failed = false;
     for (const listener of this.#listeners) {
