@@ -122,7 +122,7 @@ export function loadConfig(env: Env = process.env): Config {
     smppSourceAddr: smppSourceAddr(env.SMPP_SOURCE_ADDR || 'LIPA'),
     smppSourceTon: byte(env, 'SMPP_SOURCE_TON'),
     smppSourceNpi: byte(env, 'SMPP_SOURCE_NPI'),
-    smppMsgIdType: env.SMPP_MSG_ID_TYPE ? (Number(oneOf(env, 'SMPP_MSG_ID_TYPE', ['0', '1', '2', '3'], '0')) as MessageIdType) : null,
+    smppMsgIdType: msgIdType(env.SMPP_MSG_ID_TYPE),
     smppThroughput: env.SMPP_THROUGHPUT ? int(env, 'SMPP_THROUGHPUT', 0, 1) : null,
     logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info'),
   };
@@ -166,6 +166,14 @@ function bool(env: Env, name: string, fallback: boolean): boolean {
   if (value === 'true' || value === '1') return true;
   if (value === 'false' || value === '0') return false;
   throw new ConfigError(`${name} must be true or false (got "${value}")`);
+}
+
+/** SMPP_MSG_ID_TYPE: 0-3, also written as Kannel's configuration writes it (0x01); null when unset. */
+function msgIdType(value: string | undefined): MessageIdType | null {
+  if (value === undefined || value === '') return null;
+  const digit = /^(?:0x0?)?([0-3])$/i.exec(value)?.[1];
+  if (digit === undefined) throw new ConfigError(`SMPP_MSG_ID_TYPE must be 0, 1, 2 or 3 (got "${value}")`);
+  return Number(digit) as MessageIdType;
 }
 
 function smppSourceAddr(value: string): string {

@@ -74,6 +74,8 @@ export interface SmppPeer {
   fixedMessageId: string | null;
   /** While true, every submit_sm is answered ESME_RTHROTTLED (an SMSC over its agreed throughput). */
   throttling: boolean;
+  /** This many of the next submit_sm are answered ESME_RTHROTTLED. */
+  throttleNext: number;
   /** When each submit_sm answered ESME_RTHROTTLED came (Date.now()), for any reason. */
   throttledAt: number[];
   /** Sends a deliver_sm with these fields to a bound session; resolves with its answer's command_status. */
@@ -172,7 +174,8 @@ export async function startSmppPeer(options: SmppPeerOptions = {}): Promise<Smpp
         });
       };
       if (rejected.has(destination)) return respond(pdu.response({ command_status: smpp.errors.ESME_RINVDSTADR }));
-      if (peer.throttling || throttled.has(destination)) {
+      if (peer.throttling || peer.throttleNext > 0 || throttled.has(destination)) {
+        peer.throttleNext = Math.max(0, peer.throttleNext - 1);
         peer.throttledAt.push(Date.now());
         return respond(pdu.response({ command_status: smpp.errors.ESME_RTHROTTLED }));
       }
@@ -260,6 +263,7 @@ export async function startSmppPeer(options: SmppPeerOptions = {}): Promise<Smpp
     answerEnquireLink: true,
     fixedMessageId: null,
     throttling: false,
+    throttleNext: 0,
     throttledAt: [],
     deliver: (fields) =>
       new Promise<number>((resolve, reject) => {

@@ -163,13 +163,13 @@ export type MessageIdType = 0 | 1 | 2 | 3;
 
 /**
  * A message id as a number written in decimal without leading zeros, so that the two forms
- * of one id meet: read as hexadecimal when `hex`, or when it is not all digits (as Kannel
- * does); an id that is no number either way is kept as written.
+ * of one id meet: read as hexadecimal (`0x` allowed) when `hex`, or when it is not all
+ * digits (as Kannel does); an id that is no number either way is kept as written.
  */
 export function canonicalMessageId(id: string, hex: boolean): string {
   if (!hex && /^[0-9]{1,64}$/.test(id)) return BigInt(id).toString(10);
-  if (/^[0-9a-f]{1,64}$/i.test(id)) return BigInt(`0x${id}`).toString(10);
-  return id;
+  const hexDigits = /^(?:0x)?([0-9a-f]{1,64})$/i.exec(id)?.[1];
+  return hexDigits === undefined ? id : BigInt(`0x${hexDigits}`).toString(10);
 }
 
 /** A received short_message / message_payload (decoded by the package as `{ udh?, message }`) as text. */

@@ -95,7 +95,8 @@ export interface SmppTransportOptions {
   throttlePauseMs?: number;
   /**
    * How long a send keeps being submitted again through throttling before it fails with a
-   * TransientSendError (and the worker tries it later); default SLOT_WAIT_MS (5 min).
+   * TransientSendError (and the worker tries it later); default, and at most, SLOT_WAIT_MS
+   * (5 min), which bounds all of a send's waiting.
    */
   throttleRetryMs?: number;
   /** Extra options for tls.connect with smpps:// (ca, servername, rejectUnauthorized, …). */
@@ -203,6 +204,11 @@ export class SmppTransport implements SmsTransport {
     this.#log = options.logger;
   }
 
+  /** Whether no submit_sm may go right now: the SMSC throttled the bind, or the throughput limit spaces them. */
+  get paused(): boolean {
+    return this.#gateAt > performance.now();
+  }
+
   /** Whether the transceiver bind is up right now. */
   get bound(): boolean {
     return this.#bound;
@@ -240,39 +246,49 @@ export class SmppTransport implements SmsTransport {
     }
     const params = this.#submitParams(message.content, destination);
     this.start();
-    const throttleDeadline = Date.now() + this.#throttleRetryMs;
-    let bindDeadline = Date.now() + this.#bindWaitMs;
+    // However often it waits (for the bind, a window place, the gate, after a throttle), a
+    // send gives up unsent after SLOT_WAIT_MS in all: well inside the messenger's leases.
+    const started = Date.now();
+    const giveUpAt = started + SLOT_WAIT_MS;
+    const place = this.#slotWaiters.place();
+    let bindDeadline: number | null = null;
     let woken = false;
+    const inLine = async (why: string): Promise<void> => {
+      const how = await this.#slotWaiters.wait(message.urgent, giveUpAt - Date.now(), place);
+      if (how === 'timeout') throw new TransientSendError(`${why} of ${this.target} within ${SLOT_WAIT_MS / 1000} s`);
+      woken = how === 'handed';
+      bindDeadline = null;
+    };
     try {
       for (;;) {
         if (this.#closed) throw new TransportClosedError('SMPP transport');
         const session = this.#session;
         if (!this.#bound || session === null) {
+          // A bind is waited for bindWaitMs from when this send found the link down.
+          bindDeadline ??= Date.now() + this.#bindWaitMs;
           await this.#waitForBind(bindDeadline - Date.now(), this.#bindWaitMs);
           continue;
         }
         if (this.#pending.size >= this.#windowSize) {
-          woken = (await this.#slotWaiters.wait(message.urgent, SLOT_WAIT_MS)) !== 'timeout';
-          if (!woken) throw new TransientSendError(`no free place in the SMPP window of ${this.target} within ${SLOT_WAIT_MS / 1000} s`);
+          await inLine('no free place in the SMPP window');
           continue;
         }
         const hold = this.#gateAt - performance.now();
         if (hold > 0) {
           // Paused (throttled) or paced: in line, the service's own messages first, until the gate opens.
           this.#openGateIn(hold);
-          woken = (await this.#slotWaiters.wait(message.urgent, SLOT_WAIT_MS)) !== 'timeout';
-          if (!woken)
-            throw new TransientSendError(`no turn to submit to ${this.target} within ${SLOT_WAIT_MS / 1000} s (throttled or paced)`);
+          await inLine('no turn (throttled or paced) on the bind');
           continue;
         }
         this.#passGate();
         woken = false;
+        bindDeadline = null;
         try {
           return await this.#submit(session, params);
         } catch (error) {
-          // The SMSC did not take it and the bind now pauses: in line again, unless it has waited long enough.
-          if (!(error instanceof ThrottledSendError) || Date.now() >= throttleDeadline) throw error;
-          bindDeadline = Date.now() + this.#bindWaitMs;
+          // The SMSC did not take it and the bind now pauses: back in its place in line,
+          // unless it has been throttled for long enough.
+          if (!(error instanceof ThrottledSendError) || Date.now() >= Math.min(giveUpAt, started + this.#throttleRetryMs)) throw error;
         }
       }
     } catch (error) {

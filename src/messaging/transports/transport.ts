@@ -97,17 +97,31 @@ export interface SmsTransport {
   close(): Promise<void>;
 }
 
+/** A send in line: its place (lower goes first) and how it is woken. */
+interface InLine {
+  place: number;
+  wake: (how: 'handed' | 'look') => void;
+}
+
 /**
  * Sends waiting for a free slot of a transport (an SMTP connection, an SMPP window place),
- * the service's own messages first (OutboundSms.urgent), each lane in order of arrival.
+ * the service's own messages first (OutboundSms.urgent), each lane in order of arrival: a
+ * send that waits again (woken, it found no room after all; or it was throttled) keeps its
+ * place when it passes the same `place` (from place()) each time.
  */
 export class SlotQueue {
-  readonly #urgent: Array<(how: 'handed' | 'look') => void> = [];
-  readonly #other: Array<(how: 'handed' | 'look') => void> = [];
+  readonly #urgent: InLine[] = [];
+  readonly #other: InLine[] = [];
+  #places = 0;
 
   /** How many wait. */
   get size(): number {
     return this.#urgent.length + this.#other.length;
+  }
+
+  /** A place in line, after every place handed out so far. */
+  place(): number {
+    return ++this.#places;
   }
 
   /**
@@ -116,19 +130,28 @@ export class SlotQueue {
    * too long gives up before it starts, so that it is tried again later instead of going out
    * long after its lease was lost to another try.
    */
-  wait(urgent: boolean | undefined, timeoutMs: number): Promise<'handed' | 'look' | 'timeout'> {
+  wait(urgent: boolean | undefined, timeoutMs: number, place = this.place()): Promise<'handed' | 'look' | 'timeout'> {
     const lane = urgent ? this.#urgent : this.#other;
     return new Promise((resolve) => {
-      const woken = (how: 'handed' | 'look') => {
-        clearTimeout(timer);
-        resolve(how);
+      const entry: InLine = {
+        place,
+        wake: (how) => {
+          clearTimeout(timer);
+          resolve(how);
+        },
       };
-      const timer = setTimeout(() => {
-        const at = lane.indexOf(woken);
-        if (at >= 0) lane.splice(at, 1);
-        resolve('timeout');
-      }, timeoutMs);
-      lane.push(woken);
+      const timer = setTimeout(
+        () => {
+          const at = lane.indexOf(entry);
+          if (at >= 0) lane.splice(at, 1);
+          resolve('timeout');
+        },
+        Math.max(0, timeoutMs),
+      );
+      // Usually the last place; one that waits again goes back where it was.
+      let at = lane.length;
+      while (at > 0 && (lane[at - 1] as InLine).place > place) at--;
+      lane.splice(at, 0, entry);
     });
   }
 
@@ -139,18 +162,18 @@ export class SlotQueue {
   wake(urgentOnly = false): 'urgent' | 'other' | null {
     const urgent = this.#urgent.shift();
     if (urgent) {
-      urgent('handed');
+      urgent.wake('handed');
       return 'urgent';
     }
     const other = urgentOnly ? undefined : this.#other.shift();
-    other?.('handed');
+    other?.wake('handed');
     return other ? 'other' : null;
   }
 
   /** Wakes every waiter to look again (the link is back, or the transport closes). */
   wakeAll(): void {
-    for (const wake of this.#urgent.splice(0)) wake('look');
-    for (const wake of this.#other.splice(0)) wake('look');
+    for (const entry of this.#urgent.splice(0)) entry.wake('look');
+    for (const entry of this.#other.splice(0)) entry.wake('look');
   }
 }
 
