@@ -127,6 +127,7 @@ describe('messaging over SMPP', () => {
     for (const bad of ['4', '-1', 'hex']) assert.throws(() => loadConfig({ SMPP_MSG_ID_TYPE: bad }), /SMPP_MSG_ID_TYPE/, bad);
     assert.deepEqual([loadConfig({}).smppThroughput, loadConfig({}).smppMsgIdType], [null, null]);
     assert.equal(loadConfig({ SMPP_MSG_ID_TYPE: '3' }).smppMsgIdType, 3);
+    assert.equal(loadConfig({ SMPP_MSG_ID_TYPE: '0x01' }).smppMsgIdType, 1, 'as Kannel configurations write it');
     // This SMSC answers submits with hex ids and writes its receipts' ids in decimal.
     const other = await startSmppPeer({ receipts: true, receiptDelayMs: 0, receiptIdsDecimal: true });
     const paced = await startLipa({ SMPP_URL: other.url, SMPP_THROUGHPUT: '4', SMPP_MSG_ID_TYPE: '1' });

@@ -133,6 +133,7 @@ describe('parseDeliveryReceipt', () => {
   test('canonicalMessageId: a number in decimal without leading zeros; a hex id meets its decimal form', () => {
     assert.equal(canonicalMessageId('0001A2B', true), '6699');
     assert.equal(canonicalMessageId('1a2b', true), '6699');
+    assert.equal(canonicalMessageId('0x1A2B', true), '6699', "Kannel's hex reading takes a 0x prefix");
     assert.equal(canonicalMessageId('006699', false), '6699');
     assert.equal(canonicalMessageId('1234', true), '4660', 'all digits, but the SMSC writes hex');
     assert.equal(canonicalMessageId('1234', false), '1234');
