@@ -496,7 +496,8 @@ describe('SmppTransport', () => {
   });
 
   test('a throttled send keeps its place in line: after the pause the order is the order of arrival', async (t) => {
-    const { peer, transport } = await setup(t, {}, { maxSubmitsPerSecond: 10, throttlePauseMs: 200 });
+    // One on the wire at a time, so that the order does not hang on how soon the refusal comes back.
+    const { peer, transport } = await setup(t, {}, { windowSize: 1, throttlePauseMs: 200 });
     await transport.ready();
     peer.throttleNext = 1;
     await Promise.all(Array.from({ length: 4 }, (_, i) => transport.send(sms(`in line ${i}`))));
@@ -520,10 +521,12 @@ describe('SmppTransport', () => {
     await peer.until('three answered', () => peer.submitted.length >= 3 && transport.inFlight === 0);
     peer.dropConnections();
     const settled = await Promise.allSettled(sends);
-    assert.deepEqual(
-      settled.map((s) => s.status),
-      Array(5).fill('fulfilled'),
-      settled.map((s) => (s.status === 'rejected' ? String(s.reason) : 'ok')).join('; '),
+    const failures = settled.flatMap((s) => (s.status === 'rejected' ? [String(s.reason)] : []));
+    // None gives up for want of a bind. (On a stalled machine the next turn may come before
+    // the drop is seen: that one went out on the dying link, and may have been taken.)
+    assert.ok(
+      failures.length === 0 || (failures.length === 1 && /closed before submit_sm_resp/.test(failures[0] ?? '')),
+      failures.join('; '),
     );
     assert.equal(peer.binds, 2);
   });

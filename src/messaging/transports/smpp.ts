@@ -248,13 +248,14 @@ export class SmppTransport implements SmsTransport {
     this.start();
     // However often it waits (for the bind, a window place, the gate, after a throttle), a
     // send gives up unsent after SLOT_WAIT_MS in all: well inside the messenger's leases.
-    const started = Date.now();
+    const started = performance.now();
     const giveUpAt = started + SLOT_WAIT_MS;
     const place = this.#slotWaiters.place();
     let bindDeadline: number | null = null;
     let woken = false;
     const inLine = async (why: string): Promise<void> => {
-      const how = await this.#slotWaiters.wait(message.urgent, giveUpAt - Date.now(), place);
+      woken = false;
+      const how = await this.#slotWaiters.wait(message.urgent, giveUpAt - performance.now(), place);
       if (how === 'timeout') throw new TransientSendError(`${why} of ${this.target} within ${SLOT_WAIT_MS / 1000} s`);
       woken = how === 'handed';
       bindDeadline = null;
@@ -265,7 +266,7 @@ export class SmppTransport implements SmsTransport {
         const session = this.#session;
         if (!this.#bound || session === null) {
           // A bind is waited for bindWaitMs from when this send found the link down.
-          bindDeadline ??= Date.now() + this.#bindWaitMs;
+          bindDeadline ??= Date.now() + Math.min(this.#bindWaitMs, giveUpAt - performance.now());
           await this.#waitForBind(bindDeadline - Date.now(), this.#bindWaitMs);
           continue;
         }
@@ -288,7 +289,8 @@ export class SmppTransport implements SmsTransport {
         } catch (error) {
           // The SMSC did not take it and the bind now pauses: back in its place in line,
           // unless it has been throttled for long enough.
-          if (!(error instanceof ThrottledSendError) || Date.now() >= Math.min(giveUpAt, started + this.#throttleRetryMs)) throw error;
+          if (!(error instanceof ThrottledSendError) || performance.now() >= Math.min(giveUpAt, started + this.#throttleRetryMs))
+            throw error;
         }
       }
     } catch (error) {
