@@ -300,6 +300,59 @@ describe('an SMSC that reuses message ids, sends duplicate receipts, and passes 
   });
 });
 
+describe("a merchant's backlog larger than the worker holds at once", () => {
+  test('512 merchant messages on the wire to a slow SMSC, 188 more queued: a login code still goes out at once', async () => {
+    // Each submit_sm is answered 5 s late, so nothing of the backlog moves during the test.
+    const peer = await startSmppPeer({ submitDelayMs: 5_000 });
+    const lipa = await startLipa({ SMPP_URL: peer.url });
+    try {
+      const session = await merchantSession(lipa);
+      const key = await messagingKey(lipa, session.token);
+      const { merchant_id } = await lipa.ctx.store.db
+        .selectFrom('messaging_keys')
+        .select('merchant_id')
+        .where('id', '=', key.id)
+        .executeTakeFirstOrThrow();
+      // The backlog is stored as the API stores it (700 POSTs would each wait 2 s for the slow SMSC).
+      const now = Date.now();
+      await lipa.ctx.store.write(async (tx) => {
+        for (let i = 0; i < 700; i++) {
+          await lipa.ctx.messenger.enqueue(
+            tx,
+            {
+              merchant_id,
+              messaging_key_id: key.id,
+              purpose: 'api',
+              type: 'sms',
+              email: null,
+              subject: null,
+              content_type: null,
+              phone_country_code: '254',
+              phone_number: `7220${String(i).padStart(5, '0')}`,
+              content: `Backlog ${i}`,
+              segments: 1,
+            },
+            now,
+            false,
+          );
+        }
+      });
+      await peer.waitFor(512, 10_000);
+      await sleep(500);
+      assert.equal(peer.submitted.length, 512, 'the worker holds 512 merchant messages under way, no more');
+
+      const payer = await createPayer(lipa);
+      const started = await call(lipa.url, 'POST', '/api/v1/authorization', { body: { login: payer.phone, password: payer.pin } });
+      assert.equal(started.status, 200, started.text);
+      await until('the login code at the SMSC', () => peer.submitted.some((s) => s.destination === payer.phone), 3_000);
+      assert.equal(peer.submitted.length, 513, 'the login code went out while the backlog still waited');
+    } finally {
+      await lipa.close();
+      await peer.close();
+    }
+  });
+});
+
 describe('stopping while submits are on the wire', () => {
   test('the stop waits for the SMSC to answer each submit_sm: each is recorded sent, none left to be sent again', async () => {
     const database = await freshDatabase();
