@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { type AddressInfo, createServer } from 'node:net';
 import { describe, type TestContext, test } from 'node:test';
 import { inspect } from 'node:util';
 import { type SmppLogger, SmppTransport, type SmppTransportOptions } from '../src/messaging/transports/smpp.js';
@@ -304,6 +305,32 @@ describe('SmppTransport', () => {
     assert.equal(peer.binds, 1);
     assert.equal(peer.connections(), 1);
     assert.equal(transport.bound, true);
+  });
+
+  test('reconnects back off from reconnectMinMs, doubling, to at most reconnectMaxMs', async (t) => {
+    // An SMSC that takes each connection and drops it before the bind.
+    const at: number[] = [];
+    const server = createServer((socket) => {
+      at.push(performance.now());
+      socket.destroy();
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    const transport = new SmppTransport({ url: `smpp://lipa:pw@127.0.0.1:${port}`, reconnectMinMs: 50, reconnectMaxMs: 200 });
+    t.after(async () => {
+      await transport.close();
+      await new Promise((resolve) => server.close(resolve));
+    });
+    transport.start();
+    // Doubling without a cap, the tenth try would come 25 s after the first.
+    await until('ten tries', () => at.length >= 10, 8_000);
+    const gaps = at.slice(1).map((time, i) => time - (at[i] ?? 0));
+    // Each delay is its step's ±20 %: 50, 100, then 200 ms. Timers never fire early; late on a busy machine.
+    for (const [i, step] of [50, 100, 200, 200, 200, 200].entries()) {
+      assert.ok((gaps[i] ?? 0) >= step * 0.8 - 2, `try ${i + 2} came ${gaps[i]} ms after the one before, under ${step} ms - 20 %`);
+    }
+    const sorted = gaps.slice(2).sort((a, b) => a - b);
+    assert.ok((sorted[Math.floor(sorted.length / 2)] ?? 0) <= 200 * 1.2 + 50, `capped at reconnectMaxMs (${gaps.join(', ')})`);
   });
 
   test('an unanswered enquire_link (dead link) makes the transport reconnect and bind again', async (t) => {
