@@ -168,11 +168,11 @@ function bool(env: Env, name: string, fallback: boolean): boolean {
   throw new ConfigError(`${name} must be true or false (got "${value}")`);
 }
 
-/** SMPP_MSG_ID_TYPE: 0-3, also written as Kannel's configuration writes it (0x01); null when unset. */
+/** SMPP_MSG_ID_TYPE: 0-3, also as Kannel's configurations write it (01, 0x01); null when unset or -1 (Kannel's "as written"). */
 function msgIdType(value: string | undefined): MessageIdType | null {
-  if (value === undefined || value === '') return null;
-  const digit = /^(?:0x0?)?([0-3])$/i.exec(value)?.[1];
-  if (digit === undefined) throw new ConfigError(`SMPP_MSG_ID_TYPE must be 0, 1, 2 or 3 (got "${value}")`);
+  if (value === undefined || value === '' || value === '-1') return null;
+  const digit = /^(?:0x)?0*([0-3])$/i.exec(value)?.[1];
+  if (digit === undefined) throw new ConfigError(`SMPP_MSG_ID_TYPE must be 0, 1, 2 or 3, or -1 for unset (got "${value}")`);
   return Number(digit) as MessageIdType;
 }
 

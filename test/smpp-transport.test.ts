@@ -113,12 +113,13 @@ describe('parseDeliveryReceipt', () => {
       delivered: true,
       detail: 'DELIVRD err:000',
       final: true,
+      textId: '0A1B2C',
     });
     const failed = parseDeliveryReceipt({
       esm_class: 0x04,
       short_message: { message: 'id:77 sub:001 dlvrd:000 submit date:2401011200 done date:2401011201 stat:EXPIRED err:027 text:' },
     });
-    assert.deepEqual(failed, { providerId: '77', delivered: false, detail: 'EXPIRED err:027', final: true });
+    assert.deepEqual(failed, { providerId: '77', delivered: false, detail: 'EXPIRED err:027', final: true, textId: '77' });
   });
 
   test('prefers the receipted_message_id and message_state TLVs', () => {
@@ -158,17 +159,37 @@ describe('parseDeliveryReceipt', () => {
       delivered: false,
       detail: 'UNDELIV err:000',
       final: true,
+      textId: '1',
     });
-    assert.deepEqual(receipt('id:1 stat:ACCEPTD err:000', 2), { providerId: '1', delivered: true, detail: 'DELIVRD err:000', final: true });
+    assert.deepEqual(receipt('id:1 stat:ACCEPTD err:000', 2), {
+      providerId: '1',
+      delivered: true,
+      detail: 'DELIVRD err:000',
+      final: true,
+      textId: '1',
+    });
     assert.deepEqual(receipt('id:1 stat:DELIVRD err:000', 6), {
       providerId: '1',
       delivered: false,
       detail: 'ACCEPTD err:000',
       final: false,
+      textId: '1',
     });
     // Some SMSCs write the stat out in full.
-    assert.deepEqual(receipt('id:1 stat:DELIVERED err:000'), { providerId: '1', delivered: true, detail: 'DELIVRD err:000', final: true });
-    assert.deepEqual(receipt('id:1 stat:UNDELIVERABLE'), { providerId: '1', delivered: false, detail: 'UNDELIV', final: true });
+    assert.deepEqual(receipt('id:1 stat:DELIVERED err:000'), {
+      providerId: '1',
+      delivered: true,
+      detail: 'DELIVRD err:000',
+      final: true,
+      textId: '1',
+    });
+    assert.deepEqual(receipt('id:1 stat:UNDELIVERABLE'), {
+      providerId: '1',
+      delivered: false,
+      detail: 'UNDELIV',
+      final: true,
+      textId: '1',
+    });
     // No state at all: nothing is known of the message's fate, so it is not settled by this.
     assert.equal(receipt('id:1 sub:001 dlvrd:001')?.final, false);
   });
@@ -250,13 +271,19 @@ describe('SmppTransport', () => {
     assert.deepEqual(peer.receiptAnswers, [0, 0]);
   });
 
-  for (const receiptTlvs of [true, false]) {
-    test(`an SMSC that answers in hex and writes receipts in decimal (${receiptTlvs ? 'TLV' : 'text'}): messageIdType 1 makes them meet`, async (t) => {
+  for (const [form, receiptTlvs, receiptIdsDecimal] of [
+    ['TLV and text decimal', true, true],
+    ['text only, decimal', false, true],
+    ['TLV as submitted (hex), text decimal', true, 'text'],
+  ] as const) {
+    test(`an SMSC that answers in hex and writes receipts in decimal (${form}): messageIdType 1 makes them meet`, async (t) => {
       const { peer, transport } = await setup(
         t,
-        { receipts: true, receiptDelayMs: 0, receiptIdsDecimal: true, receiptTlvs },
+        { receipts: true, receiptDelayMs: 0, receiptIdsDecimal, receiptTlvs },
         { messageIdType: 1 },
       );
+      // A hex id of digits only: read as decimal it would be another number (268,435,747 is 0x10000123).
+      peer.fixedMessageId = '10000123';
       const receipts = receiptsOf(transport);
       const sent = await transport.send(sms('numbered'));
       const [submitted] = await peer.waitFor(1);
@@ -401,11 +428,11 @@ describe('SmppTransport', () => {
     assert.ok(Date.now() - started < 2_000);
   });
 
-  test('a rejected destination is a PermanentSendError; throttling that outlasts throttleRetryMs is a TransientSendError', async (t) => {
+  test('a rejected destination is a PermanentSendError; a number throttled twice is a TransientSendError', async (t) => {
     const { peer, transport } = await setup(
       t,
       { rejectDestinations: ['254708000666'], throttleDestinations: ['254708000777'] },
-      { throttlePauseMs: 50, throttleRetryMs: 300 },
+      { throttlePauseMs: 50 },
     );
     await assert.rejects(transport.send(sms('x', '708000666')), (error: Error) => {
       assert.ok(error instanceof PermanentSendError);
@@ -417,7 +444,7 @@ describe('SmppTransport', () => {
       assert.match(error.message, /ESME_RTHROTTLED \(0x58, throttled\)/);
       return true;
     });
-    assert.ok(peer.throttledAt.length >= 2, `submitted again after a pause (${peer.throttledAt.length} tries)`);
+    assert.equal(peer.throttledAt.length, 2, 'submitted once more after the pause, then given back');
     await assert.rejects(transport.send(sms('x', '70800a')), PermanentSendError);
     // The bind is unaffected.
     assert.ok((await transport.send(sms('fine'))).providerId);
@@ -520,6 +547,77 @@ describe('SmppTransport', () => {
     for (let i = 0; i + 20 < at.length; i++) assert.ok((at[i + 20] ?? 0) - (at[i] ?? 0) >= 850, `submits ${i}..${i + 20} within a second`);
     const ownAt = peer.submitted.findIndex((m) => m.text === 'login code');
     assert.ok(ownAt >= before && ownAt <= before + 2, `the login code went next, not after the ${40 - before} waiting (${ownAt})`);
+  });
+
+  test('a number the SMSC keeps throttling goes back to the worker after its second try; those behind it go on', async (t) => {
+    const { peer, transport } = await setup(
+      t,
+      { throttleDestinations: ['254700000999'] },
+      { maxSubmitsPerSecond: 50, throttlePauseMs: 300 },
+    );
+    await transport.ready();
+    const refused = transport.send(sms('to a refused number', '700000999')).catch((error: unknown) => error);
+    const others = Array.from({ length: 20 }, (_, i) => transport.send(sms(`behind it ${i}`, `7000${String(i).padStart(5, '0')}`)));
+    await peer.until('the twenty behind it', () => peer.submitted.length === 20, 5_000);
+    await Promise.all(others);
+    const error = await refused;
+    assert.ok(error instanceof TransientSendError && /ESME_RTHROTTLED/.test(error.message), String(error));
+    assert.equal(peer.throttledAt.length, 2, 'tried twice, then handed back');
+    // Its next try (the worker's, after back-off) knows it was throttled: refused again, it
+    // goes back at once and pauses nobody.
+    await assert.rejects(transport.send({ ...sms('again', '700000999'), throttledBefore: true }), TransientSendError);
+    assert.equal(peer.throttledAt.length, 3);
+    await sleep(25); // past the pacing's 20 ms; a pause would last 300
+    assert.equal(transport.paused, false);
+  });
+
+  test('ESME_RMSGQFUL (a subscriber queue full) fails that message as transient and pauses nobody', async (t) => {
+    const { peer, transport } = await setup(t, { queueFullDestinations: ['254700000888'] });
+    await assert.rejects(transport.send(sms('to a full phone', '700000888')), (error: Error) => {
+      assert.ok(error instanceof TransientSendError);
+      assert.match(error.message, /ESME_RMSGQFUL \(0x14, message queue full\)/);
+      return true;
+    });
+    assert.equal(transport.paused, false);
+    assert.ok((await transport.send(sms('fine'))).providerId);
+    assert.equal(peer.submitted.length, 1);
+  });
+
+  test('a send waits no longer than its notAfter: throttled, it gives up unsent when the message is no longer worth sending', async (t) => {
+    const { peer, transport } = await setup(t, {}, { throttlePauseMs: 2_000 });
+    await transport.ready();
+    peer.throttling = true;
+    const started = Date.now();
+    await assert.rejects(transport.send({ ...sms('a payment prompt'), urgent: true, notAfter: Date.now() + 300 }), (error: Error) => {
+      assert.ok(error instanceof TransientSendError);
+      assert.match(error.message, /while the message was worth sending/);
+      return true;
+    });
+    assert.ok(Date.now() - started < 1_900, 'not after the pause');
+    assert.equal(peer.submitted.length, 0);
+  });
+
+  test('fresh sends join the line behind those waiting for their paced turn, even on a busy event loop', async (t) => {
+    const { peer, transport } = await setup(t, {}, { maxSubmitsPerSecond: 40 });
+    await transport.ready();
+    // The event loop is busy 15 ms in every 20 (as under HTTP load), so a turn often comes
+    // before its timer fires.
+    const busy = setInterval(() => {
+      const until = Date.now() + 15;
+      while (Date.now() < until);
+    }, 20);
+    t.after(() => clearInterval(busy));
+    const sends = Array.from({ length: 30 }, (_, i) => transport.send(sms(`old ${i}`)));
+    for (let i = 0; i < 40; i++) {
+      await sleep(13);
+      sends.push(transport.send(sms(`new ${i}`)));
+    }
+    await Promise.all(sends);
+    clearInterval(busy);
+    assert.deepEqual(
+      peer.submitted.map((m) => m.text),
+      [...Array.from({ length: 30 }, (_, i) => `old ${i}`), ...Array.from({ length: 40 }, (_, i) => `new ${i}`)],
+    );
   });
 
   test('a throttled send keeps its place in line: after the pause the order is the order of arrival', async (t) => {

@@ -308,7 +308,8 @@ export class Messenger implements Notifier {
       // The lease ran out first (this process stalled): whoever holds it now sets the state.
       this.log.warn({ messageId: message.id, status }, 'message attempt not recorded: its lease had run out');
     }
-    const early = result?.providerId ? await this.receipts.overtaken(result.providerId, sentAt) : undefined;
+    // A receipt kept from before the submit itself (a throttled send waits) is not this one's.
+    const early = result?.providerId ? await this.receipts.overtaken(result.providerId, result.submittedAt ?? sentAt) : undefined;
     if (early) {
       await this.receipts.applyKept(early.receipt, message.id, early.at);
       return { status: early.receipt.delivered ? 'delivered' : 'failed', invalidRecipient: false };
@@ -401,6 +402,8 @@ export class Messenger implements Notifier {
   }
 
   private transmit(message: MessageTable): Promise<SendResult> {
+    // Not sent once it is no longer worth sending: the transport does not wait past the window.
+    const notAfter = message.created_at + this.retryWindowMs(message.purpose);
     if (message.type === 'email') {
       const transport = this.transports.email;
       if (!transport) return Promise.resolve({ status: 'delivered', providerId: null });
@@ -412,6 +415,7 @@ export class Messenger implements Notifier {
         content: this.textOf(message),
         createdAt: message.created_at,
         urgent: message.merchant_id === null,
+        notAfter,
       });
     }
     const transport = this.transports.sms;
@@ -422,6 +426,8 @@ export class Messenger implements Notifier {
       number: message.phone_number ?? '',
       content: this.textOf(message),
       urgent: message.merchant_id === null,
+      notAfter,
+      throttledBefore: message.last_error?.includes('ESME_RTHROTTLED') === true,
     });
   }
 

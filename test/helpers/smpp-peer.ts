@@ -28,16 +28,19 @@ export interface SmppPeerOptions {
   /** Put receipted_message_id and message_state TLVs in receipts (default true); the text is always there. */
   receiptTlvs?: boolean;
   /**
-   * Write each receipt's id (text and TLV) in decimal, though submit_sm_resp gave it in hex,
-   * as many SMSCs do (Kannel's msg-id-type 1).
+   * Write each receipt's id in decimal, though submit_sm_resp gave it in hex, as many SMSCs do
+   * (Kannel's msg-id-type 1): in the text and the TLV, or (`'text'`) in the text only, the TLV
+   * repeating the submit's id as SMPP 3.4 has it.
    */
-  receiptIdsDecimal?: boolean;
+  receiptIdsDecimal?: boolean | 'text';
   /** Destinations whose receipt says stat:UNDELIV. */
   undeliverable?: string[];
   /** Destinations answered with ESME_RINVDSTADR (0x0B). */
   rejectDestinations?: string[];
   /** Destinations answered with ESME_RTHROTTLED (0x58). */
   throttleDestinations?: string[];
+  /** Destinations answered with ESME_RMSGQFUL (0x14): the subscriber's queue is full. */
+  queueFullDestinations?: string[];
   /** Wait this long before each submit_sm_resp (responses stay in order of arrival per timer). */
   submitDelayMs?: number;
   /** Send each receipt over another bound session than the one that submitted (another instance's bind) when there is one. */
@@ -102,6 +105,7 @@ export async function startSmppPeer(options: SmppPeerOptions = {}): Promise<Smpp
   const undeliverable = new Set(options.undeliverable ?? []);
   const rejected = new Set(options.rejectDestinations ?? []);
   const throttled = new Set(options.throttleDestinations ?? []);
+  const queueFull = new Set(options.queueFullDestinations ?? []);
   const receiptTlvs = options.receiptTlvs ?? true;
   const idPrefix = Math.random().toString(16).slice(2, 8);
   let nextId = 1;
@@ -174,6 +178,7 @@ export async function startSmppPeer(options: SmppPeerOptions = {}): Promise<Smpp
         });
       };
       if (rejected.has(destination)) return respond(pdu.response({ command_status: smpp.errors.ESME_RINVDSTADR }));
+      if (queueFull.has(destination)) return respond(pdu.response({ command_status: smpp.errors.ESME_RMSGQFUL }));
       if (peer.throttling || peer.throttleNext > 0 || throttled.has(destination)) {
         peer.throttleNext = Math.max(0, peer.throttleNext - 1);
         peer.throttledAt.push(Date.now());
@@ -217,7 +222,9 @@ export async function startSmppPeer(options: SmppPeerOptions = {}): Promise<Smpp
               esm_class: 0x04, // MC delivery receipt
               data_coding: 0,
               short_message: text,
-              ...(receiptTlvs ? { receipted_message_id: receiptId, message_state: ok ? 2 : 5 } : {}),
+              ...(receiptTlvs
+                ? { receipted_message_id: options.receiptIdsDecimal === 'text' ? messageId : receiptId, message_state: ok ? 2 : 5 }
+                : {}),
             },
             session,
           );

@@ -73,8 +73,9 @@ export function describeStatus(status: number): string {
 }
 
 /**
- * The SMSC asks for fewer submits (ESME_RTHROTTLED, ESME_RMSGQFUL): the message was not taken,
- * and the whole bind pauses before it is submitted again.
+ * The SMSC asks for fewer submits (ESME_RTHROTTLED): the message was not taken, and the whole
+ * bind pauses before it is submitted again. (ESME_RMSGQFUL, often one subscriber's queue being
+ * full, is that message's transient failure only, as Kannel reads it.)
  */
 export class ThrottledSendError extends TransientSendError {}
 
@@ -83,7 +84,7 @@ export function submitError(status: number): TransientSendError | PermanentSendE
   const described = describeStatus(status);
   const message = `SMSC rejected submit_sm: ${described}`;
   const reason = `Refused by the SMS centre: ${described}.`;
-  if (status === STATUS.throttled || status === STATUS.queueFull) return new ThrottledSendError(message, reason);
+  if (status === STATUS.throttled) return new ThrottledSendError(message, reason);
   return TRANSIENT_STATUSES.has(status) ? new TransientSendError(message, reason) : new PermanentSendError(message, reason);
 }
 
@@ -109,6 +110,8 @@ const NON_FINAL_STATS = new Set(['SCHEDULED', 'ENROUTE', 'ACCEPTD']);
 export interface ParsedReceipt extends DeliveryReceipt {
   /** False for intermediate notifications (ENROUTE, ACCEPTD, …), which are not passed on. */
   final: boolean;
+  /** The text's `id:`, when there is one (`providerId` is the receipted_message_id TLV's when there is one). */
+  textId?: string;
 }
 
 /** Stats some SMSCs write out in full, as the standard's seven-letter names. */
@@ -134,7 +137,8 @@ export function parseDeliveryReceipt(pdu: Record<string, unknown>): ParsedReceip
   const tlvId = typeof pdu.receipted_message_id === 'string' && pdu.receipted_message_id !== '' ? pdu.receipted_message_id : undefined;
   const isReceipt = esmType === ESM_MC_DELIVERY_RECEIPT || esmType === ESM_INTERMEDIATE_NOTIFICATION || tlvId !== undefined;
   if (!isReceipt) return null;
-  const providerId = tlvId ?? /(?:^|\s)id:(\S+)/i.exec(text)?.[1];
+  const textId = /(?:^|\s)id:(\S+)/i.exec(text)?.[1];
+  const providerId = tlvId ?? textId;
   if (providerId === undefined) return null;
 
   const textStat = /(?:^|\s)stat:(\S+)/i.exec(text)?.[1]?.toUpperCase();
@@ -151,6 +155,7 @@ export function parseDeliveryReceipt(pdu: Record<string, unknown>): ParsedReceip
     delivered: stat === 'DELIVRD',
     detail: `${stat ?? 'UNKNOWN'}${textErr !== undefined ? ` err:${textErr}` : ''}`,
     final: stat !== null && esmType !== ESM_INTERMEDIATE_NOTIFICATION && !NON_FINAL_STATS.has(stat),
+    ...(textId !== undefined ? { textId } : {}),
   };
 }
 
@@ -166,10 +171,11 @@ export type MessageIdType = 0 | 1 | 2 | 3;
  * of one id meet: read as hexadecimal (`0x` allowed) when `hex`, or when it is not all
  * digits (as Kannel does); an id that is no number either way is kept as written.
  */
-export function canonicalMessageId(id: string, hex: boolean): string {
+export function canonicalMessageId(written: string, hex: boolean): string {
+  const id = written.trim();
   if (!hex && /^[0-9]{1,64}$/.test(id)) return BigInt(id).toString(10);
   const hexDigits = /^(?:0x)?([0-9a-f]{1,64})$/i.exec(id)?.[1];
-  return hexDigits === undefined ? id : BigInt(`0x${hexDigits}`).toString(10);
+  return hexDigits === undefined ? written : BigInt(`0x${hexDigits}`).toString(10);
 }
 
 /** A received short_message / message_payload (decoded by the package as `{ udh?, message }`) as text. */

@@ -247,16 +247,22 @@ export class SmppTransport implements SmsTransport {
     const params = this.#submitParams(message.content, destination);
     this.start();
     // However often it waits (for the bind, a window place, the gate, after a throttle), a
-    // send gives up unsent after SLOT_WAIT_MS in all: well inside the messenger's leases.
+    // send gives up unsent after SLOT_WAIT_MS in all (well inside the messenger's leases), or
+    // once the message is no longer worth sending.
     const started = performance.now();
-    const giveUpAt = started + SLOT_WAIT_MS;
+    const worthMs = message.notAfter === undefined ? SLOT_WAIT_MS : message.notAfter - Date.now();
+    const giveUpAt = started + Math.min(SLOT_WAIT_MS, worthMs);
+    let throttled = message.throttledBefore === true;
     const place = this.#slotWaiters.place();
     let bindDeadline: number | null = null;
     let woken = false;
     const inLine = async (why: string): Promise<void> => {
       woken = false;
       const how = await this.#slotWaiters.wait(message.urgent, giveUpAt - performance.now(), place);
-      if (how === 'timeout') throw new TransientSendError(`${why} of ${this.target} within ${SLOT_WAIT_MS / 1000} s`);
+      if (how === 'timeout') {
+        const within = worthMs < SLOT_WAIT_MS ? 'while the message was worth sending' : `within ${SLOT_WAIT_MS / 1000} s`;
+        throw new TransientSendError(`${why} of ${this.target} ${within}`);
+      }
       woken = how === 'handed';
       bindDeadline = null;
     };
@@ -274,6 +280,13 @@ export class SmppTransport implements SmsTransport {
           await inLine('no free place in the SMPP window');
           continue;
         }
+        if (!woken && this.#slotWaiters.ahead(message.urgent, place)) {
+          // Others wait for their turn (the gate may have opened before its timer fired): in
+          // line behind them, making sure the first of them is on its way.
+          this.#nudge();
+          await inLine('no turn on the bind');
+          continue;
+        }
         const hold = this.#gateAt - performance.now();
         if (hold > 0) {
           // Paused (throttled) or paced: in line, the service's own messages first, until the gate opens.
@@ -285,12 +298,18 @@ export class SmppTransport implements SmsTransport {
         woken = false;
         bindDeadline = null;
         try {
-          return await this.#submit(session, params);
+          return await this.#submit(session, params, !throttled);
         } catch (error) {
-          // The SMSC did not take it and the bind now pauses: back in its place in line,
-          // unless it has been throttled for long enough.
-          if (!(error instanceof ThrottledSendError) || performance.now() >= Math.min(giveUpAt, started + this.#throttleRetryMs))
+          // Throttled a first time, the bind pauses and the message keeps its place in line.
+          // Throttled again, the SMSC may be refusing this number rather than the bind: it goes
+          // back to the worker (retried with back-off) instead of holding up those behind it.
+          if (
+            !(error instanceof ThrottledSendError) ||
+            throttled ||
+            performance.now() >= Math.min(giveUpAt, started + this.#throttleRetryMs)
+          )
             throw error;
+          throttled = true;
         }
       }
     } catch (error) {
@@ -350,7 +369,8 @@ export class SmppTransport implements SmsTransport {
     };
   }
 
-  #submit(session: smpp.Session, params: Record<string, unknown>): Promise<SendResult> {
+  /** One submit_sm; `pauseOnThrottle`: an ESME_RTHROTTLED answer pauses the bind (#pause). */
+  #submit(session: smpp.Session, params: Record<string, unknown>, pauseOnThrottle: boolean): Promise<SendResult> {
     return new Promise<SendResult>((resolve, reject) => {
       let done = false;
       const finish = (error: Error | null, result?: SendResult) => {
@@ -364,6 +384,7 @@ export class SmppTransport implements SmsTransport {
       };
       const pending: Pending = { fail: (error) => finish(error) };
       const pdu = new smpp.PDU('submit_sm', params);
+      const submittedAt = Date.now();
       const timer = setTimeout(() => {
         // Forget the response callback the package keeps per sequence number.
         delete session._callbacks?.[pdu.sequence_number];
@@ -374,7 +395,7 @@ export class SmppTransport implements SmsTransport {
       const written = session.send(pdu, (resp) => {
         if (resp.command_status === STATUS.ok) {
           const id = typeof resp.message_id === 'string' && resp.message_id !== '' ? this.#messageId(resp.message_id, 0b01) : null;
-          finish(null, { status: 'sent', providerId: id });
+          finish(null, { status: 'sent', providerId: id, submittedAt });
           return;
         }
         if (resp.command_status === STATUS.invalidBindStatus && this.#session === session) {
@@ -383,7 +404,7 @@ export class SmppTransport implements SmsTransport {
           session.destroy();
         }
         const error = submitError(resp.command_status);
-        if (error instanceof ThrottledSendError) this.#pause(resp.command_status);
+        if (error instanceof ThrottledSendError && pauseOnThrottle) this.#pause(resp.command_status);
         finish(error);
       });
       if (!written) finish(new TransientSendError(`SMPP connection to ${this.target} is not writable`));
@@ -407,11 +428,15 @@ export class SmppTransport implements SmsTransport {
   }
 
   #releaseSlot(): void {
-    // While the gate is shut, the place is handed on when it opens (#openGateIn), in order.
+    this.#nudge();
+    if (this.#pending.size === 0) for (const idle of this.#idleWaiters.splice(0)) idle();
+  }
+
+  /** Hands the first in line its turn: now, or when the gate opens (#openGateIn) while it is shut. */
+  #nudge(): void {
     const hold = this.#gateAt - performance.now();
     if (hold > 0) this.#openGateIn(hold);
     else this.#slotWaiters.wake();
-    if (this.#pending.size === 0) for (const idle of this.#idleWaiters.splice(0)) idle();
   }
 
   /** `budgetMs`: the whole wait the caller allowed, for the message. */
@@ -607,8 +632,12 @@ export class SmppTransport implements SmsTransport {
       session.send(pdu.response());
       return;
     }
-    const { final: _final, ...delivery } = receipt;
-    delivery.providerId = this.#messageId(delivery.providerId, 0b10);
+    const { final: _final, textId, ...delivery } = receipt;
+    if (this.#messageIdType !== undefined) {
+      // The text's id is written as SMPP_MSG_ID_TYPE says receipts write theirs; the TLV alone,
+      // as the submit_sm_resp wrote it (SMPP 3.4 §5.3.2.12), whatever the text does.
+      delivery.providerId = textId !== undefined ? this.#messageId(textId, 0b10) : this.#messageId(delivery.providerId, 0b01);
+    }
     const results: unknown[] = [];
     let failed = false;
     for (const listener of this.#listeners) {

@@ -255,7 +255,7 @@ export class SmtpTransport implements EmailTransport {
     };
     let info: SMTPPoolSentMessageInfo;
     const urgent = message.urgent === true;
-    await this.#slot(urgent);
+    await this.#slot(urgent, message.notAfter);
     try {
       info = await this.#mailer.sendMail(mail);
     } catch (error) {
@@ -288,16 +288,18 @@ export class SmtpTransport implements EmailTransport {
   }
 
   /** Waits for a free connection; the service's own messages are handed one first, and have one kept for them. */
-  async #slot(urgent: boolean): Promise<void> {
+  async #slot(urgent: boolean, notAfter = Number.POSITIVE_INFINITY): Promise<void> {
     if (this.#closed) throw new TransportClosedError('SMTP transport');
     if (this.#active < this.#poolSize && (urgent || this.#merchantActive < this.#merchantMax)) {
       this.#take(urgent);
       return;
     }
     // A slot is handed over by the send that frees it (#release), counted for this send already.
-    const how = await this.#waiting.wait(urgent, this.#slotWaitMs);
+    const worthMs = notAfter - Date.now();
+    const how = await this.#waiting.wait(urgent, Math.min(this.#slotWaitMs, worthMs));
     if (how === 'timeout') {
-      throw new TransientSendError(`no free connection to ${this.#where} within ${this.#slotWaitMs / 1000} s`);
+      const within = worthMs < this.#slotWaitMs ? 'while the message was worth sending' : `within ${this.#slotWaitMs / 1000} s`;
+      throw new TransientSendError(`no free connection to ${this.#where} ${within}`);
     }
     if (this.#closed) {
       // Closed meanwhile: a slot handed over before close() goes back (close() waits for the count to reach 0).

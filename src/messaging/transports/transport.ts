@@ -15,6 +15,8 @@ export interface OutboundEmail {
   createdAt: number;
   /** The service's own message: it goes first (see OutboundSms.urgent). */
   urgent?: boolean;
+  /** Epoch ms after which it is no longer worth sending: the transport waits for a place no longer. */
+  notAfter?: number;
 }
 
 export interface OutboundSms {
@@ -30,6 +32,14 @@ export interface OutboundSms {
    * backlog to a slow server cannot keep anybody from logging in or paying.
    */
   urgent?: boolean;
+  /** Epoch ms after which it is no longer worth sending: the transport waits for a place or its turn no longer. */
+  notAfter?: number;
+  /**
+   * Its previous try was throttled (ESME_RTHROTTLED): throttled again, it goes back to the
+   * worker at once rather than pause the bind, so that one number the SMSC keeps refusing
+   * cannot hold everyone up.
+   */
+  throttledBefore?: boolean;
 }
 
 export interface SendResult {
@@ -40,6 +50,8 @@ export interface SendResult {
   status: 'sent' | 'delivered';
   /** The next hop's id for the message (SMTP Message-ID, SMPP message_id), for receipts. */
   providerId: string | null;
+  /** When the next hop was handed it (epoch ms; the last submit_sm of an SMS throttled first). */
+  submittedAt?: number;
 }
 
 /**
@@ -117,6 +129,14 @@ export class SlotQueue {
   /** How many wait. */
   get size(): number {
     return this.#urgent.length + this.#other.length;
+  }
+
+  /** Whether someone waiting goes before a send of this lane and place (the service's own go first). */
+  ahead(urgent: boolean | undefined, place: number): boolean {
+    const firstUrgent = this.#urgent[0];
+    if (firstUrgent !== undefined && (!urgent || firstUrgent.place < place)) return true;
+    const firstOther = this.#other[0];
+    return !urgent && firstOther !== undefined && firstOther.place < place;
   }
 
   /** A place in line, after every place handed out so far. */
