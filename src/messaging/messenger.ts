@@ -293,7 +293,7 @@ export class Messenger implements Notifier {
         failureReason = `Not sent: ${serverOf(message.type)} could not be reached or would not take it for as long as the message was worth sending.`;
       }
     }
-    const recorded = await this.recordAttempt(message, {
+    const recorded = await this.recordAttempt(message, result?.submittedAt ?? sentAt, {
       status,
       provider_id: result?.providerId ?? null,
       attempts,
@@ -324,7 +324,7 @@ export class Messenger implements Notifier {
    * until the database is back, and this process's worker leaves the message alone meanwhile
    * (another instance may not, once the database is back, if the outage outlasted the lease).
    */
-  private recordAttempt(message: MessageTable, outcome: AttemptRecord): Promise<boolean> {
+  private recordAttempt(message: MessageTable, submittedAt: number, outcome: AttemptRecord): Promise<boolean> {
     return this.recorder.record(message.id, (tries) =>
       this.store.write(async (tx) => {
         // The SET's parameters are the outcome's values, in its order (hotQuery checks it).
@@ -332,7 +332,11 @@ export class Messenger implements Notifier {
         const updated = await hotQuery(tx, 'messages.record-attempt', params, () =>
           tx.updateTable('messages').set(outcome).where('id', '=', message.id).where('locked_until', '=', message.locked_until),
         );
-        if (Number(updated.numAffectedRows ?? 0n) > 0) return true;
+        if (Number(updated.numAffectedRows ?? 0n) > 0) {
+          if (message.type === 'sms' && outcome.provider_id !== null)
+            await this.receipts.forgetBefore(tx, outcome.provider_id, submittedAt);
+          return true;
+        }
         if (tries === 0) return false;
         // An earlier try whose commit's answer was lost may have written it already.
         const row = await tx.selectFrom('messages').select(['locked_until', 'updated_at']).where('id', '=', message.id).executeTakeFirst();

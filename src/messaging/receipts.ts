@@ -77,6 +77,19 @@ export class Receipts {
     return undefined;
   }
 
+  /**
+   * In the unit that records a submission (SMSC id `providerId`, submitted at `submittedAt`):
+   * receipts kept for that id from before the submit_sm (any instance's) were another
+   * message's, so they are forgotten before the record lets matchKept pair them with this one.
+   */
+  async forgetBefore(tx: Tx, providerId: string, submittedAt: number): Promise<void> {
+    const early = this.kept.get(providerId);
+    if (early !== undefined && early.at < submittedAt) this.kept.delete(providerId);
+    await hotQuery(tx, 'early_receipts.forget-before', [providerId, submittedAt], () =>
+      tx.deleteFrom('early_receipts').where('provider_id', '=', providerId).where('received_at', '<', submittedAt),
+    );
+  }
+
   /** Applies kept receipts whose submission is now on record (any instance's); housekeeping forgets those kept an hour. */
   async matchKept(): Promise<number> {
     const due = await this.store.db

@@ -77,7 +77,12 @@ export function describeStatus(status: number): string {
  * bind pauses before it is submitted again. (ESME_RMSGQFUL, often one subscriber's queue being
  * full, is that message's transient failure only, as Kannel reads it.)
  */
-export class ThrottledSendError extends TransientSendError {}
+export class ThrottledSendError extends TransientSendError {
+  /** Set by the transport: the SMSC took other messages since this one was last throttled, so it refuses this number, not the bind. */
+  numberRefused = false;
+  /** Set by the transport: how many submits the bind had had taken when this answer came. */
+  acceptedSoFar = 0;
+}
 
 /** The error for a submit_sm answered with a non-zero command_status; the status is for the sender too. */
 export function submitError(status: number): TransientSendError | PermanentSendError {
@@ -110,8 +115,6 @@ const NON_FINAL_STATS = new Set(['SCHEDULED', 'ENROUTE', 'ACCEPTD']);
 export interface ParsedReceipt extends DeliveryReceipt {
   /** False for intermediate notifications (ENROUTE, ACCEPTD, …), which are not passed on. */
   final: boolean;
-  /** The text's `id:`, when there is one (`providerId` is the receipted_message_id TLV's when there is one). */
-  textId?: string;
 }
 
 /** Stats some SMSCs write out in full, as the standard's seven-letter names. */
@@ -137,8 +140,7 @@ export function parseDeliveryReceipt(pdu: Record<string, unknown>): ParsedReceip
   const tlvId = typeof pdu.receipted_message_id === 'string' && pdu.receipted_message_id !== '' ? pdu.receipted_message_id : undefined;
   const isReceipt = esmType === ESM_MC_DELIVERY_RECEIPT || esmType === ESM_INTERMEDIATE_NOTIFICATION || tlvId !== undefined;
   if (!isReceipt) return null;
-  const textId = /(?:^|\s)id:(\S+)/i.exec(text)?.[1];
-  const providerId = tlvId ?? textId;
+  const providerId = tlvId ?? /(?:^|\s)id:(\S+)/i.exec(text)?.[1];
   if (providerId === undefined) return null;
 
   const textStat = /(?:^|\s)stat:(\S+)/i.exec(text)?.[1]?.toUpperCase();
@@ -155,7 +157,6 @@ export function parseDeliveryReceipt(pdu: Record<string, unknown>): ParsedReceip
     delivered: stat === 'DELIVRD',
     detail: `${stat ?? 'UNKNOWN'}${textErr !== undefined ? ` err:${textErr}` : ''}`,
     final: stat !== null && esmType !== ESM_INTERMEDIATE_NOTIFICATION && !NON_FINAL_STATS.has(stat),
-    ...(textId !== undefined ? { textId } : {}),
   };
 }
 

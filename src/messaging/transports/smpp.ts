@@ -91,12 +91,12 @@ export interface SmppTransportOptions {
   messageIdType?: MessageIdType;
   /** Most submit_sm a second (the throughput agreed with the SMSC), evenly spaced; default no limit. */
   maxSubmitsPerSecond?: number;
-  /** After ESME_RTHROTTLED or ESME_RMSGQFUL, no submit_sm on the bind for this long; default 1 s. */
+  /** After ESME_RTHROTTLED, no submit_sm on the bind for this long; default 1 s. */
   throttlePauseMs?: number;
   /**
-   * How long a send keeps being submitted again through throttling before it fails with a
-   * TransientSendError (and the worker tries it later); default, and at most, SLOT_WAIT_MS
-   * (5 min), which bounds all of a send's waiting.
+   * How long a send waits out a throttled bind before it fails with a TransientSendError (and
+   * the worker tries it later); default, and at most, SLOT_WAIT_MS (5 min), which bounds all
+   * of a send's waiting.
    */
   throttleRetryMs?: number;
   /** Extra options for tls.connect with smpps:// (ca, servername, rejectUnauthorized, …). */
@@ -166,6 +166,8 @@ export class SmppTransport implements SmsTransport {
    */
   #gateAt = 0;
   #gateTimer: NodeJS.Timeout | null = null;
+  /** Submits the SMSC has taken (submit_sm_resp OK) on any bind of this transport. */
+  #accepted = 0;
   readonly #throttleLogged = new LogThrottle();
   #listeners: ReceiptListener[] = [];
   /** Connection trouble logged since the last bind, and when (#newTrouble). */
@@ -252,8 +254,10 @@ export class SmppTransport implements SmsTransport {
     const started = performance.now();
     const worthMs = message.notAfter === undefined ? SLOT_WAIT_MS : message.notAfter - Date.now();
     const giveUpAt = started + Math.min(SLOT_WAIT_MS, worthMs);
-    let throttled = message.throttledBefore === true;
-    const place = this.#slotWaiters.place();
+    // Throttled before (this try or the last): the count of submits the SMSC had taken then.
+    // Taken others since and throttled again, it refuses this number, not the bind.
+    let acceptedMark = message.throttledBefore === true ? this.#accepted : undefined;
+    let place = this.#slotWaiters.place();
     let bindDeadline: number | null = null;
     let woken = false;
     const inLine = async (why: string): Promise<void> => {
@@ -298,18 +302,20 @@ export class SmppTransport implements SmsTransport {
         woken = false;
         bindDeadline = null;
         try {
-          return await this.#submit(session, params, !throttled);
+          return await this.#submit(session, params, acceptedMark);
         } catch (error) {
-          // Throttled a first time, the bind pauses and the message keeps its place in line.
-          // Throttled again, the SMSC may be refusing this number rather than the bind: it goes
-          // back to the worker (retried with back-off) instead of holding up those behind it.
+          // Throttled with the bind (nothing taken since its last throttle), the bind pauses and
+          // it waits: its first time in its place, after that at the back of its lane, so that
+          // the others show whether the SMSC takes anything. Throttled while the SMSC takes
+          // others, it is this number: back to the worker (retried with back-off).
           if (
             !(error instanceof ThrottledSendError) ||
-            throttled ||
+            error.numberRefused ||
             performance.now() >= Math.min(giveUpAt, started + this.#throttleRetryMs)
           )
             throw error;
-          throttled = true;
+          if (acceptedMark !== undefined) place = this.#slotWaiters.place();
+          acceptedMark = error.acceptedSoFar;
         }
       }
     } catch (error) {
@@ -369,8 +375,12 @@ export class SmppTransport implements SmsTransport {
     };
   }
 
-  /** One submit_sm; `pauseOnThrottle`: an ESME_RTHROTTLED answer pauses the bind (#pause). */
-  #submit(session: smpp.Session, params: Record<string, unknown>, pauseOnThrottle: boolean): Promise<SendResult> {
+  /**
+   * One submit_sm. An ESME_RTHROTTLED answer pauses the bind (#pause), unless the SMSC has
+   * taken other submits since `acceptedMark` (this message's last throttle): then it refuses
+   * this number, and the error says so.
+   */
+  #submit(session: smpp.Session, params: Record<string, unknown>, acceptedMark: number | undefined): Promise<SendResult> {
     return new Promise<SendResult>((resolve, reject) => {
       let done = false;
       const finish = (error: Error | null, result?: SendResult) => {
@@ -395,6 +405,7 @@ export class SmppTransport implements SmsTransport {
       const written = session.send(pdu, (resp) => {
         if (resp.command_status === STATUS.ok) {
           const id = typeof resp.message_id === 'string' && resp.message_id !== '' ? this.#messageId(resp.message_id, 0b01) : null;
+          this.#accepted++;
           finish(null, { status: 'sent', providerId: id, submittedAt });
           return;
         }
@@ -404,7 +415,11 @@ export class SmppTransport implements SmsTransport {
           session.destroy();
         }
         const error = submitError(resp.command_status);
-        if (error instanceof ThrottledSendError && pauseOnThrottle) this.#pause(resp.command_status);
+        if (error instanceof ThrottledSendError) {
+          error.numberRefused = acceptedMark !== undefined && this.#accepted > acceptedMark;
+          error.acceptedSoFar = this.#accepted;
+          if (!error.numberRefused) this.#pause(resp.command_status);
+        }
         finish(error);
       });
       if (!written) finish(new TransientSendError(`SMPP connection to ${this.target} is not writable`));
@@ -632,12 +647,9 @@ export class SmppTransport implements SmsTransport {
       session.send(pdu.response());
       return;
     }
-    const { final: _final, textId, ...delivery } = receipt;
-    if (this.#messageIdType !== undefined) {
-      // The text's id is written as SMPP_MSG_ID_TYPE says receipts write theirs; the TLV alone,
-      // as the submit_sm_resp wrote it (SMPP 3.4 §5.3.2.12), whatever the text does.
-      delivery.providerId = textId !== undefined ? this.#messageId(textId, 0b10) : this.#messageId(delivery.providerId, 0b01);
-    }
+    const { final: _final, ...delivery } = receipt;
+    // As Kannel reads it: receipted_message_id, else the text's id:, in the receipts' form.
+    delivery.providerId = this.#messageId(delivery.providerId, 0b10);
     const results: unknown[] = [];
     let failed = false;
     for (const listener of this.#listeners) {
