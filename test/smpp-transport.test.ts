@@ -553,16 +553,34 @@ describe('SmppTransport', () => {
     await Promise.all(others);
     const error = await refused;
     assert.ok(error instanceof TransientSendError && /ESME_RTHROTTLED/.test(error.message), String(error));
-    // Throttled first with nothing taken since (the bind, it may be), then after the pause
-    // first in line again (nothing taken yet), then once the others were taken: handed back.
-    assert.equal(peer.throttledAt.length, 3);
+    // Throttled (the bind, it may be), then after the pause first in line again and throttled
+    // again: to the back; the others were taken after it, so at its turn it is handed back.
+    assert.equal(peer.throttledAt.length, 2);
     // Its next try (the worker's, after back-off) knows it was throttled: it waits behind the
     // others, and refused once they are taken, goes back.
     const again = transport.send({ ...sms('again', '700000999'), throttledBefore: true }).catch((error: unknown) => error);
     await Promise.all(Array.from({ length: 5 }, (_, i) => transport.send(sms(`after it ${i}`, `7001${String(i).padStart(5, '0')}`))));
     assert.ok((await again) instanceof TransientSendError);
     assert.equal(peer.submitted.length, 25);
-    assert.equal(peer.throttledAt.length, 5);
+    assert.equal(peer.throttledAt.length, 3);
+  });
+
+  test('an SMSC throttling by rate takes the first of each burst: the rest wait out the pauses, none goes back', async (t) => {
+    const { peer, transport } = await setup(t, {}, { throttlePauseMs: 200 });
+    await transport.ready();
+    peer.takeOnly = 4;
+    const sends = Array.from({ length: 10 }, (_, i) => transport.send(sms(`burst ${i}`)));
+    await peer.until('six over the rate', () => peer.throttledAt.length >= 6);
+    peer.takeOnly = 3; // after the pause: three more taken, the last three throttled again
+    await peer.until('three more over the rate', () => peer.throttledAt.length >= 9);
+    peer.takeOnly = null;
+    const settled = await Promise.allSettled(sends);
+    assert.deepEqual(
+      settled.map((s) => s.status),
+      Array(10).fill('fulfilled'),
+      settled.map((s) => (s.status === 'rejected' ? String(s.reason) : 'ok')).join('; '),
+    );
+    assert.equal(peer.submitted.length, 10);
   });
 
   test('ESME_RMSGQFUL (a subscriber queue full) fails that message as transient and pauses nobody', async (t) => {

@@ -5,6 +5,8 @@ import type { DeliveryReceipt } from './transports/transport.js';
 
 /** Receipts that overtake the record of their submission wait this long for it in memory (this process's own sends). */
 const EARLY_RECEIPT_MS = 60_000;
+/** How far apart the clocks of two instances may be when a receipt's arrival is compared with another's submit. */
+const CLOCK_SKEW_MS = 10_000;
 
 /**
  * Delivery receipts (SMPP deliver_sm) move a sent SMS to delivered or failed. One that
@@ -84,9 +86,15 @@ export class Receipts {
    */
   async forgetBefore(tx: Tx, providerId: string, submittedAt: number): Promise<void> {
     const early = this.kept.get(providerId);
-    if (early !== undefined && early.at < submittedAt) this.kept.delete(providerId);
-    await hotQuery(tx, 'early_receipts.forget-before', [providerId, submittedAt], () =>
-      tx.deleteFrom('early_receipts').where('provider_id', '=', providerId).where('received_at', '<', submittedAt),
+    if (early !== undefined && early.at < submittedAt) {
+      // This process's own clock: exact.
+      this.kept.delete(providerId);
+      await tx.deleteFrom('early_receipts').where('provider_id', '=', providerId).where('received_at', '=', early.at).execute();
+    }
+    // Another instance's clock may be a little behind this one's: only those clearly older.
+    const before = submittedAt - CLOCK_SKEW_MS;
+    await hotQuery(tx, 'early_receipts.forget-before', [providerId, before], () =>
+      tx.deleteFrom('early_receipts').where('provider_id', '=', providerId).where('received_at', '<', before),
     );
   }
 

@@ -79,6 +79,8 @@ export interface SmppPeer {
   throttling: boolean;
   /** This many of the next submit_sm are answered ESME_RTHROTTLED. */
   throttleNext: number;
+  /** When set, only this many more submit_sm are taken, and the rest throttled (a rate limit) until it is set to null. */
+  takeOnly: number | null;
   /** When each submit_sm answered ESME_RTHROTTLED came (Date.now()), for any reason. */
   throttledAt: number[];
   /** Sends a deliver_sm with these fields to a bound session; resolves with its answer's command_status. */
@@ -179,7 +181,8 @@ export async function startSmppPeer(options: SmppPeerOptions = {}): Promise<Smpp
       };
       if (rejected.has(destination)) return respond(pdu.response({ command_status: smpp.errors.ESME_RINVDSTADR }));
       if (queueFull.has(destination)) return respond(pdu.response({ command_status: smpp.errors.ESME_RMSGQFUL }));
-      if (peer.throttling || peer.throttleNext > 0 || throttled.has(destination)) {
+      const overRate = peer.takeOnly !== null && peer.takeOnly-- <= 0;
+      if (overRate || peer.throttling || peer.throttleNext > 0 || throttled.has(destination)) {
         peer.throttleNext = Math.max(0, peer.throttleNext - 1);
         peer.throttledAt.push(Date.now());
         return respond(pdu.response({ command_status: smpp.errors.ESME_RTHROTTLED }));
@@ -271,6 +274,7 @@ export async function startSmppPeer(options: SmppPeerOptions = {}): Promise<Smpp
     fixedMessageId: null,
     throttling: false,
     throttleNext: 0,
+    takeOnly: null,
     throttledAt: [],
     deliver: (fields) =>
       new Promise<number>((resolve, reject) => {

@@ -78,10 +78,8 @@ export function describeStatus(status: number): string {
  * full, is that message's transient failure only, as Kannel reads it.)
  */
 export class ThrottledSendError extends TransientSendError {
-  /** Set by the transport: the SMSC took other messages since this one was last throttled, so it refuses this number, not the bind. */
-  numberRefused = false;
-  /** Set by the transport: how many submits the bind had had taken when this answer came. */
-  acceptedSoFar = 0;
+  /** Set by the transport: the number of the throttled submit_sm, in the order submits were written. */
+  submitNumber = 0;
 }
 
 /** The error for a submit_sm answered with a non-zero command_status; the status is for the sender too. */

@@ -166,8 +166,9 @@ export class SmppTransport implements SmsTransport {
    */
   #gateAt = 0;
   #gateTimer: NodeJS.Timeout | null = null;
-  /** Submits the SMSC has taken (submit_sm_resp OK) on any bind of this transport. */
-  #accepted = 0;
+  /** Submits written so far (each gets the next number), and the highest number the SMSC took. */
+  #submitted = 0;
+  #lastTaken = 0;
   readonly #throttleLogged = new LogThrottle();
   #listeners: ReceiptListener[] = [];
   /** Connection trouble logged since the last bind, and when (#newTrouble). */
@@ -254,9 +255,10 @@ export class SmppTransport implements SmsTransport {
     const started = performance.now();
     const worthMs = message.notAfter === undefined ? SLOT_WAIT_MS : message.notAfter - Date.now();
     const giveUpAt = started + Math.min(SLOT_WAIT_MS, worthMs);
-    // Throttled before (this try or the last): the count of submits the SMSC had taken then.
-    // Taken others since and throttled again, it refuses this number, not the bind.
-    let acceptedMark = message.throttledBefore === true ? this.#accepted : undefined;
+    // Once throttled: the number of that submit_sm. If the SMSC then takes a submit written
+    // after it, it refuses this number, not the bind (throttling by rate refuses all that come
+    // after too): it goes back to the worker, retried with back-off, holding up nobody.
+    let throttledAs: ThrottledSendError | null = null;
     let place = this.#slotWaiters.place();
     let bindDeadline: number | null = null;
     let woken = false;
@@ -298,24 +300,20 @@ export class SmppTransport implements SmsTransport {
           await inLine('no turn (throttled or paced) on the bind');
           continue;
         }
+        if (throttledAs !== null && this.#lastTaken > throttledAs.submitNumber) throw throttledAs;
         this.#passGate();
         woken = false;
         bindDeadline = null;
         try {
-          return await this.#submit(session, params, acceptedMark);
+          return await this.#submit(session, params);
         } catch (error) {
-          // Throttled with the bind (nothing taken since its last throttle), the bind pauses and
-          // it waits: its first time in its place, after that at the back of its lane, so that
-          // the others show whether the SMSC takes anything. Throttled while the SMSC takes
-          // others, it is this number: back to the worker (retried with back-off).
-          if (
-            !(error instanceof ThrottledSendError) ||
-            error.numberRefused ||
-            performance.now() >= Math.min(giveUpAt, started + this.#throttleRetryMs)
-          )
+          if (!(error instanceof ThrottledSendError) || performance.now() >= Math.min(giveUpAt, started + this.#throttleRetryMs))
             throw error;
-          if (acceptedMark !== undefined) place = this.#slotWaiters.place();
-          acceptedMark = error.acceptedSoFar;
+          // The bind pauses and it waits: the first time in its place, after that (or when its
+          // last try was throttled too) at the back of its lane, so that the others show
+          // whether the SMSC takes anything.
+          if (throttledAs !== null || message.throttledBefore === true) place = this.#slotWaiters.place();
+          throttledAs = error;
         }
       }
     } catch (error) {
@@ -375,12 +373,8 @@ export class SmppTransport implements SmsTransport {
     };
   }
 
-  /**
-   * One submit_sm. An ESME_RTHROTTLED answer pauses the bind (#pause), unless the SMSC has
-   * taken other submits since `acceptedMark` (this message's last throttle): then it refuses
-   * this number, and the error says so.
-   */
-  #submit(session: smpp.Session, params: Record<string, unknown>, acceptedMark: number | undefined): Promise<SendResult> {
+  /** One submit_sm. An ESME_RTHROTTLED answer pauses the bind (#pause). */
+  #submit(session: smpp.Session, params: Record<string, unknown>): Promise<SendResult> {
     return new Promise<SendResult>((resolve, reject) => {
       let done = false;
       const finish = (error: Error | null, result?: SendResult) => {
@@ -395,6 +389,7 @@ export class SmppTransport implements SmsTransport {
       const pending: Pending = { fail: (error) => finish(error) };
       const pdu = new smpp.PDU('submit_sm', params);
       const submittedAt = Date.now();
+      const submitNumber = ++this.#submitted;
       const timer = setTimeout(() => {
         // Forget the response callback the package keeps per sequence number.
         delete session._callbacks?.[pdu.sequence_number];
@@ -405,7 +400,7 @@ export class SmppTransport implements SmsTransport {
       const written = session.send(pdu, (resp) => {
         if (resp.command_status === STATUS.ok) {
           const id = typeof resp.message_id === 'string' && resp.message_id !== '' ? this.#messageId(resp.message_id, 0b01) : null;
-          this.#accepted++;
+          this.#lastTaken = Math.max(this.#lastTaken, submitNumber);
           finish(null, { status: 'sent', providerId: id, submittedAt });
           return;
         }
@@ -416,9 +411,8 @@ export class SmppTransport implements SmsTransport {
         }
         const error = submitError(resp.command_status);
         if (error instanceof ThrottledSendError) {
-          error.numberRefused = acceptedMark !== undefined && this.#accepted > acceptedMark;
-          error.acceptedSoFar = this.#accepted;
-          if (!error.numberRefused) this.#pause(resp.command_status);
+          error.submitNumber = submitNumber;
+          this.#pause(resp.command_status);
         }
         finish(error);
       });
