@@ -30,6 +30,7 @@ import {
   type SmsTransport,
   TransientSendError,
   TransportClosedError,
+  waitBudget,
 } from './transport.js';
 
 /**
@@ -253,8 +254,8 @@ export class SmppTransport implements SmsTransport {
     // send gives up unsent after SLOT_WAIT_MS in all (well inside the messenger's leases), or
     // once the message is no longer worth sending.
     const started = performance.now();
-    const worthMs = message.notAfter === undefined ? SLOT_WAIT_MS : message.notAfter - Date.now();
-    const giveUpAt = started + Math.min(SLOT_WAIT_MS, worthMs);
+    const budget = waitBudget(message.notAfter, SLOT_WAIT_MS);
+    const giveUpAt = started + budget.ms;
     // Once throttled: the number of that submit_sm. If the SMSC then takes a submit written
     // after it, it refuses this number, not the bind (throttling by rate refuses all that come
     // after too): it goes back to the worker, retried with back-off, holding up nobody.
@@ -265,10 +266,7 @@ export class SmppTransport implements SmsTransport {
     const inLine = async (why: string): Promise<void> => {
       woken = false;
       const how = await this.#slotWaiters.wait(message.urgent, giveUpAt - performance.now(), place);
-      if (how === 'timeout') {
-        const within = worthMs < SLOT_WAIT_MS ? 'while the message was worth sending' : `within ${SLOT_WAIT_MS / 1000} s`;
-        throw new TransientSendError(`${why} of ${this.target} ${within}`);
-      }
+      if (how === 'timeout') throw new TransientSendError(`${why} of ${this.target} ${budget.ranOut}`);
       woken = how === 'handed';
       bindDeadline = null;
     };

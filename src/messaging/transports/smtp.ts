@@ -10,6 +10,7 @@ import {
   SlotQueue,
   TransientSendError,
   TransportClosedError,
+  waitBudget,
 } from './transport.js';
 
 /** SMTP_URL parsed: `smtp://[user[:pass]@]host[:port]` (STARTTLS when offered) or `smtps://…` (implicit TLS). */
@@ -288,19 +289,16 @@ export class SmtpTransport implements EmailTransport {
   }
 
   /** Waits for a free connection; the service's own messages are handed one first, and have one kept for them. */
-  async #slot(urgent: boolean, notAfter = Number.POSITIVE_INFINITY): Promise<void> {
+  async #slot(urgent: boolean, notAfter: number | undefined): Promise<void> {
     if (this.#closed) throw new TransportClosedError('SMTP transport');
     if (this.#active < this.#poolSize && (urgent || this.#merchantActive < this.#merchantMax)) {
       this.#take(urgent);
       return;
     }
     // A slot is handed over by the send that frees it (#release), counted for this send already.
-    const worthMs = notAfter - Date.now();
-    const how = await this.#waiting.wait(urgent, Math.min(this.#slotWaitMs, worthMs));
-    if (how === 'timeout') {
-      const within = worthMs < this.#slotWaitMs ? 'while the message was worth sending' : `within ${this.#slotWaitMs / 1000} s`;
-      throw new TransientSendError(`no free connection to ${this.#where} ${within}`);
-    }
+    const budget = waitBudget(notAfter, this.#slotWaitMs);
+    const how = await this.#waiting.wait(urgent, budget.ms);
+    if (how === 'timeout') throw new TransientSendError(`no free connection to ${this.#where} ${budget.ranOut}`);
     if (this.#closed) {
       // Closed meanwhile: a slot handed over before close() goes back (close() waits for the count to reach 0).
       if (how === 'handed') this.#release(urgent);

@@ -199,3 +199,14 @@ export class SlotQueue {
 
 /** The longest a send waits for a free slot of its transport before it gives up, unsent, to be tried again. */
 export const SLOT_WAIT_MS = 5 * 60_000;
+
+/**
+ * How long a send may wait for its place: `limitMs`, or less when its message stops being
+ * worth sending first (`notAfter`, epoch ms); and the words for a wait that ran out.
+ */
+export function waitBudget(notAfter: number | undefined, limitMs: number): { ms: number; ranOut: string } {
+  const worthMs = notAfter === undefined ? limitMs : notAfter - Date.now();
+  return worthMs < limitMs
+    ? { ms: worthMs, ranOut: 'while the message was worth sending' }
+    : { ms: limitMs, ranOut: `within ${limitMs / 1000} s` };
+}
