@@ -17,8 +17,10 @@ import {
   uniquePhone,
 } from './helpers/client.js';
 import { ADMIN_TOKEN, type Lipa, startLipa } from './helpers/harness.js';
+import { checkedFetch } from './helpers/openapi-check.js';
 
-const clientFor = (lipa: Lipa, m: MerchantSetup) => new LipaClient({ baseUrl: lipa.url, keyId: m.keyId, secret: m.secret });
+const clientFor = (lipa: Lipa, m: MerchantSetup) =>
+  new LipaClient({ fetch: checkedFetch, baseUrl: lipa.url, keyId: m.keyId, secret: m.secret });
 
 async function pay(client: LipaClient, m: MerchantSetup, overrides: Record<string, unknown> = {}): Promise<Payment> {
   const reply = await client.createPayment(paymentBody(m, overrides) as never);

@@ -20,6 +20,7 @@ import {
   unique,
 } from './helpers/client.js';
 import { ADMIN_TOKEN, type Lipa, STAGING_OTP, startLipa } from './helpers/harness.js';
+import { checkedFetch } from './helpers/openapi-check.js';
 import { type Received, type Receiver, startReceiver } from './helpers/receiver.js';
 
 /**
@@ -114,7 +115,7 @@ describe('pages end to end in Chromium', () => {
     if (SCREENSHOTS) mkdirSync(SCREENSHOT_DIR, { recursive: true });
 
     shop = await merchantWithPos(lipa, { posCompanyName: 'Duka Bora Ltd', resultUrl: `${receiver.url}/result` });
-    shopClient = new LipaClient({ baseUrl: lipa.url, keyId: shop.keyId, secret: shop.secret });
+    shopClient = new LipaClient({ fetch: checkedFetch, baseUrl: lipa.url, keyId: shop.keyId, secret: shop.secret });
     payer = await createPayer(lipa, { pin: '2468', balance: 5000 });
   });
 
@@ -364,7 +365,7 @@ describe('pages end to end in Chromium', () => {
 
     // A payment signed with that key to the staging payer that accepts after about a second;
     // no success URL, so the consumer's page stays and shows Paid.
-    const client = new LipaClient({ baseUrl: lipa.url, keyId, secret });
+    const client = new LipaClient({ fetch: checkedFetch, baseUrl: lipa.url, keyId, secret });
     const payment = await createPayment(
       client,
       { terminalId },
@@ -479,7 +480,7 @@ describe('pages end to end in Chromium', () => {
 
   test('markup in a description or company name is shown as text on /pay, /wallet and /dashboard', async () => {
     const evil = await merchantWithPos(lipa, { posCompanyName: XSS_COMPANY, resultUrl: `${receiver.url}/xss-result` });
-    const evilClient = new LipaClient({ baseUrl: lipa.url, keyId: evil.keyId, secret: evil.secret });
+    const evilClient = new LipaClient({ fetch: checkedFetch, baseUrl: lipa.url, keyId: evil.keyId, secret: evil.secret });
     const payment = await createPayment(evilClient, evil, {
       description: XSS_DESCRIPTION,
       payer: { method: 'phone', value: payer.phone },

@@ -4,6 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import { assertError } from './helpers/assertions.js';
 import { call, createPayer, merchantSession, payerToken } from './helpers/client.js';
 import { type Lipa, startLipa } from './helpers/harness.js';
+import { checkAgainstOpenApi } from './helpers/openapi-check.js';
 
 describe('HTTP hygiene', () => {
   let lipa: Lipa;
@@ -312,6 +313,17 @@ describe('HTTP hygiene', () => {
     assert.deepEqual(reply.body.error.details[0].field, 'login');
   });
 
+  test('every answer the tests get is checked against /openapi.json, and the check has teeth', async () => {
+    const check = (status: number, body: unknown, method = 'GET', path = '/health') =>
+      checkAgainstOpenApi(lipa.url, method, path, status, 'application/json; charset=utf-8', body);
+    await check(200, { status: 'ok' });
+    await assert.rejects(check(200, { status: 'ok', extra: 1 }), /undocumented members: body\.extra/);
+    await assert.rejects(check(418, { status: 'ok' }), /status 418 not documented/);
+    await assert.rejects(check(200, { status: 7 }), /body does not match/);
+    await assert.rejects(check(200, { ok: true }, 'PATCH', '/health'), /no such operation documented/);
+    await check(404, { message: 'No endpoint' }, 'GET', '/nothing-here');
+  });
+
   test('health, readiness, OpenAPI and docs answer', async () => {
     assert.deepEqual((await call(lipa.url, 'GET', '/health')).body, { status: 'ok' });
     assert.deepEqual((await call(lipa.url, 'GET', '/ready')).body, { status: 'ready' });
@@ -373,7 +385,7 @@ describe('HTTP hygiene', () => {
     assert.deepEqual(Object.keys(messaging).sort(), ['200', '201', '400', '401', '429', '500']);
     assert.deepEqual(Object.keys(messaging['201'].content['application/json'].schema.properties).sort(), ['data', 'message']);
     const lookup = openapi.body.paths['/api/messages/{message_id}'].get.responses;
-    assert.deepEqual(Object.keys(lookup).sort(), ['200', '401', '403', '404', '429']);
+    assert.deepEqual(Object.keys(lookup).sort(), ['200', '401', '403', '404', '429', '500']);
     const docs = await fetch(`${lipa.url}/docs/`);
     assert.equal(docs.status, 200);
     assert.match(await docs.text(), /swagger/i);

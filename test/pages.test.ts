@@ -4,6 +4,7 @@ import { LipaClient, type Payment, type PaymentRequest } from '../src/client/ind
 import { maskPhone, successRedirect } from '../src/web/pay.js';
 import { call, createPayer, type MerchantSetup, merchantWithPos, payerToken, paymentBody, type Reply, unique } from './helpers/client.js';
 import { type Lipa, startLipa } from './helpers/harness.js';
+import { checkedFetch } from './helpers/openapi-check.js';
 
 const XSS = '<script>alert(1)</script>';
 const XSS_ESCAPED = '&lt;script&gt;alert(1)&lt;/script&gt;';
@@ -30,7 +31,7 @@ describe('pages: /pay and /wallet', () => {
   before(async () => {
     lipa = await startLipa();
     merchant = await merchantWithPos(lipa, { posCompanyName: 'Duka Bora Ltd' });
-    client = new LipaClient({ baseUrl: lipa.url, keyId: merchant.keyId, secret: merchant.secret });
+    client = new LipaClient({ fetch: checkedFetch, baseUrl: lipa.url, keyId: merchant.keyId, secret: merchant.secret });
   });
   after(async () => {
     await lipa.close();
@@ -96,7 +97,7 @@ describe('pages: /pay and /wallet', () => {
 
   test('description, company name and order id are escaped, never raw markup', async () => {
     const evil = await merchantWithPos(lipa, { posCompanyName: XSS });
-    const evilClient = new LipaClient({ baseUrl: lipa.url, keyId: evil.keyId, secret: evil.secret });
+    const evilClient = new LipaClient({ fetch: checkedFetch, baseUrl: lipa.url, keyId: evil.keyId, secret: evil.secret });
     const orderId = `"><img src=x onerror=alert(1)>${unique('')}`;
     const payment = await createPayment(evil, evilClient, { description: XSS, orderId });
     const reply = await call(lipa.url, 'GET', `/pay/${payment.paymentIdentifier}`);

@@ -17,6 +17,7 @@ import {
   uniquePhone,
 } from './helpers/client.js';
 import { type Lipa, startLipa } from './helpers/harness.js';
+import { checkedFetch } from './helpers/openapi-check.js';
 import { type Receiver, startReceiver } from './helpers/receiver.js';
 
 /** Endpoints 5 and 6 (CONTRACT §6): create, status, validation, idempotency, no_user. */
@@ -41,7 +42,7 @@ const FIELDS = [
 ];
 
 const clientFor = (lipa: Lipa, merchant: MerchantSetup) =>
-  new LipaClient({ baseUrl: lipa.url, keyId: merchant.keyId, secret: merchant.secret });
+  new LipaClient({ fetch: checkedFetch, baseUrl: lipa.url, keyId: merchant.keyId, secret: merchant.secret });
 const create = (client: LipaClient, body: unknown) => client.post<Json>(CREATE, body);
 const statusOf = (client: LipaClient, paymentIdentifier: string) => client.post<Json>(STATUS, { paymentIdentifier });
 

@@ -17,6 +17,7 @@ import {
   uniquePhone,
 } from './helpers/client.js';
 import { type Lipa, startLipa } from './helpers/harness.js';
+import { checkedFetch } from './helpers/openapi-check.js';
 import { type Receiver, startReceiver } from './helpers/receiver.js';
 
 /** The payer side (CONTRACT §6): wallet, accept with PIN, decline, races, expiry, the ledger. */
@@ -33,7 +34,7 @@ interface Shop {
 
 async function shop(lipa: Lipa, receiver: Receiver, posOverrides: Record<string, unknown> = {}): Promise<Shop> {
   const merchant = await merchantWithPos(lipa, { resultUrl: `${receiver.url}/result`, ...posOverrides });
-  return { merchant, client: new LipaClient({ baseUrl: lipa.url, keyId: merchant.keyId, secret: merchant.secret }) };
+  return { merchant, client: new LipaClient({ fetch: checkedFetch, baseUrl: lipa.url, keyId: merchant.keyId, secret: merchant.secret }) };
 }
 
 /** Creates a payment of `amount` (major units) to `phone`; its callbacks go to the receiver. */
@@ -657,7 +658,7 @@ describe('wallet: expiry with two instances on one database', () => {
     const s1 = await shop(first, receiver);
     const s2: Shop = {
       merchant: s1.merchant,
-      client: new LipaClient({ baseUrl: second.url, keyId: s1.merchant.keyId, secret: s1.merchant.secret }),
+      client: new LipaClient({ fetch: checkedFetch, baseUrl: second.url, keyId: s1.merchant.keyId, secret: s1.merchant.secret }),
     };
     const payer = await createPayer(first, { balance: 100 });
     const unregistered = uniquePhone();

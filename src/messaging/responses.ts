@@ -161,5 +161,6 @@ export const messagingResponseDocs: Record<'send' | 'lookup', Record<number, TSc
     403: Type.Object({ message: Type.String() }, { description: "Another account's message" }),
     404: Type.Object({ message: Type.String(), error_code: Type.Literal('not_found') }, { description: 'Unknown message' }),
     429: Refused('Too many requests for this api_key (Retry-After); GET and POST share the limit'),
+    500: Refused('Server error (the database unavailable: Retry-After)'),
   },
 };

@@ -1,5 +1,6 @@
 import { readText } from '../../src/messaging/login-codes.js';
 import { ADMIN_TOKEN, type Lipa, STAGING_OTP } from './harness.js';
+import { checkAgainstOpenApi } from './openapi-check.js';
 
 export interface Reply {
   status: number;
@@ -34,6 +35,7 @@ export async function call(base: string, method: string, path: string, options: 
   } catch {
     // not JSON: keep the text
   }
+  await checkAgainstOpenApi(base, method, path, response.status, response.headers.get('content-type'), parsed);
   return { status: response.status, headers: response.headers, body: parsed, text };
 }
 
