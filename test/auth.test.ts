@@ -2,7 +2,17 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { assertError } from './helpers/assertions.js';
-import { admin, call, createMerchant, createPayer, lastOtpSentTo, type Reply, unique } from './helpers/client.js';
+import {
+  admin,
+  call,
+  createMerchant,
+  createPayer,
+  lastOtpSentTo,
+  merchantSession,
+  payerToken,
+  type Reply,
+  unique,
+} from './helpers/client.js';
 import { type Lipa, STAGING_OTP, startLipa } from './helpers/harness.js';
 
 const AUTH = '/api/v1/authorization';
@@ -291,6 +301,32 @@ describe('Sessions: endpoints 1 and 2 (staging)', () => {
     const wallet = (await confirm(lipa, payer.phone, otp)).body.token;
     assert.equal((await call(lipa.url, 'DELETE', '/api/v1/authorization', { token: wallet })).status, 204);
     assertError(await call(lipa.url, 'GET', '/api/v1/wallet', { token: wallet }), 401, 'unauthorized');
+  });
+
+  test('every bearer operation in /openapi.json: 401 without a token, 403 forbidden with the other kind of session', async () => {
+    const spec = (await call(lipa.url, 'GET', '/openapi.json')).body as {
+      paths: Record<string, Record<string, { security?: Array<Record<string, unknown>>; responses: Record<string, unknown> }>>;
+    };
+    const merchantToken = (await merchantSession(lipa)).token;
+    const wallet = await payerToken(lipa, await createPayer(lipa));
+    const checked: string[] = [];
+    for (const [template, methods] of Object.entries(spec.paths)) {
+      for (const [method, operation] of Object.entries(methods)) {
+        if (!operation.security?.some((scheme) => 'bearerAuth' in scheme)) continue;
+        const path = template.replace(/\{[^}]+\}/g, 'x');
+        const body = method === 'get' || method === 'delete' ? undefined : {};
+        const none = await call(lipa.url, method.toUpperCase(), path, { body });
+        assertError(none, 401, 'unauthorized');
+        assert.match(none.headers.get('www-authenticate') ?? '', /^Bearer/, `${method} ${template}`);
+        if (operation.responses['403']) {
+          // The wallet is the payer's; everything else behind a session is the merchant's.
+          const other = template.startsWith('/api/v1/wallet') ? merchantToken : wallet;
+          assertError(await call(lipa.url, method.toUpperCase(), path, { body, token: other }), 403, 'forbidden');
+        }
+        checked.push(`${method} ${template}`);
+      }
+    }
+    assert.ok(checked.length >= 15, `bearer operations checked: ${checked.join(', ')}`);
   });
 
   test('bearer tokens: none, garbage and wrong kind', async () => {

@@ -319,6 +319,12 @@ describe('HTTP hygiene', () => {
     await check(200, { status: 'ok' });
     await assert.rejects(check(200, { status: 'ok', extra: 1 }), /undocumented members: body\.extra/);
     await assert.rejects(check(418, { status: 'ok' }), /status 418 not documented/);
+    // Inside an anyOf, members are judged by the alternative the body matches.
+    await check(500, 'The recipient email address is invalid: x', 'POST', '/api/messages');
+    await assert.rejects(
+      check(500, { status: 'error', message: 'x', extra: 1 }, 'POST', '/api/messages'),
+      /undocumented members: body\.extra/,
+    );
     await assert.rejects(check(200, { status: 7 }), /body does not match/);
     await assert.rejects(check(200, { ok: true }, 'PATCH', '/health'), /no such operation documented/);
     await check(404, { message: 'No endpoint' }, 'GET', '/nothing-here');

@@ -423,6 +423,25 @@ describe('wallet: PIN', () => {
     assert.deepEqual((await accept(lipa, token, payment.paymentIdentifier, '1357')).body, { status: 'paid' });
   });
 
+  test('an accept without a PIN, or with one that is not text, answers 422 naming pin; no guess is counted and the payment stays pending', async () => {
+    const payer = await createPayer(lipa, { pin: '2468', balance: 100 });
+    const token = await payerToken(lipa, payer);
+    const payment = await pay(s, receiver, payer.phone, 10);
+    const path = `/api/v1/wallet/payments/${payment.paymentIdentifier}/accept`;
+    for (const body of [{}, { pin: 2468 }, { pin: '' }, { pin: null }]) {
+      for (let i = 0; i < 3; i++) {
+        const reply = await call(lipa.url, 'POST', path, { token, body });
+        assert.equal(reply.status, 422, `${JSON.stringify(body)}: ${reply.text}`);
+        assert.equal(reply.body.error.code, 'validation_failed');
+        assert.equal(reply.body.error.details[0].field, 'pin');
+      }
+    }
+    assert.equal((await statusOf(s, payment.paymentIdentifier)).status, 'pending');
+    assert.equal(await walletBalance(lipa, token), 10000);
+    // Twelve refused bodies are not twelve wrong PINs: the right one still works.
+    assert.deepEqual((await accept(lipa, token, payment.paymentIdentifier, '2468')).body, { status: 'paid' });
+  });
+
   test('after 5 wrong PINs even the right PIN answers 403 pin_locked with Retry-After; the payment stays pending', async () => {
     const payer = await createPayer(lipa, { pin: '2468', balance: 100 });
     const token = await payerToken(lipa, payer);

@@ -77,7 +77,7 @@ function undocumented(schema: unknown, body: unknown, root: Checker, at: string,
     const list = o[k] as unknown[] | undefined;
     if (list) {
       // Judge by the first alternative the body matches.
-      const match = k === 'allOf' ? list : list.filter((alt) => root.ajv.validate(rebase(resolve(alt, root)) as object, body)).slice(0, 1);
+      const match = k === 'allOf' ? list : list.filter((alt) => validatorOf(alt, root)(body)).slice(0, 1);
       for (const alt of match) undocumented(alt, body, root, at, out);
       return;
     }
@@ -95,6 +95,19 @@ function undocumented(schema: unknown, body: unknown, root: Checker, at: string,
     else if (o.additionalProperties && typeof o.additionalProperties === 'object')
       undocumented(o.additionalProperties, value, root, `${at}.${key}`, out);
   }
+}
+
+const alternatives = new WeakMap<object, ValidateFunction>();
+
+/** One compiled validator per alternative of an anyOf or oneOf. */
+function validatorOf(alternative: unknown, root: Checker): ValidateFunction {
+  const key = alternative as object;
+  let validate = alternatives.get(key);
+  if (!validate) {
+    validate = root.ajv.compile(rebase(resolve(alternative, root)) as object);
+    alternatives.set(key, validate);
+  }
+  return validate;
 }
 
 function resolve(schema: unknown, root: Checker): unknown {
