@@ -14,6 +14,7 @@ import {
   unique,
 } from './helpers/client.js';
 import { type Lipa, STAGING_OTP, startLipa } from './helpers/harness.js';
+import { type OpenApiDocument, operationsOf } from './helpers/openapi-check.js';
 
 const AUTH = '/api/v1/authorization';
 const CONFIRM = '/api/v1/authorization/confirm';
@@ -303,30 +304,32 @@ describe('Sessions: endpoints 1 and 2 (staging)', () => {
     assertError(await call(lipa.url, 'GET', '/api/v1/wallet', { token: wallet }), 401, 'unauthorized');
   });
 
-  test('every bearer operation in /openapi.json: 401 without a token, 403 forbidden with the other kind of session', async () => {
-    const spec = (await call(lipa.url, 'GET', '/openapi.json')).body as {
-      paths: Record<string, Record<string, { security?: Array<Record<string, unknown>>; responses: Record<string, unknown> }>>;
-    };
+  test('every bearer operation in /openapi.json answers 401 without a token; all but two belong to one kind of session and answer 403 to the other', async () => {
+    const spec = (await call(lipa.url, 'GET', '/openapi.json')).body as OpenApiDocument;
     const merchantToken = (await merchantSession(lipa)).token;
     const wallet = await payerToken(lipa, await createPayer(lipa));
     const checked: string[] = [];
-    for (const [template, methods] of Object.entries(spec.paths)) {
-      for (const [method, operation] of Object.entries(methods)) {
-        if (!operation.security?.some((scheme) => 'bearerAuth' in scheme)) continue;
-        const path = template.replace(/\{[^}]+\}/g, 'x');
-        const body = method === 'get' || method === 'delete' ? undefined : {};
-        const none = await call(lipa.url, method.toUpperCase(), path, { body });
-        assertError(none, 401, 'unauthorized');
-        assert.match(none.headers.get('www-authenticate') ?? '', /^Bearer/, `${method} ${template}`);
-        if (operation.responses['403']) {
-          // The wallet is the payer's; everything else behind a session is the merchant's.
-          const other = template.startsWith('/api/v1/wallet') ? merchantToken : wallet;
-          assertError(await call(lipa.url, method.toUpperCase(), path, { body, token: other }), 403, 'forbidden');
-        }
-        checked.push(`${method} ${template}`);
+    const eitherKind: string[] = [];
+    for (const [method, template, operation] of operationsOf(spec)) {
+      const security = operation.security as Array<Record<string, unknown>> | undefined;
+      if (!security?.some((scheme) => 'bearerAuth' in scheme)) continue;
+      const path = template.replace(/\{[^}]+\}/g, 'x');
+      const body = method === 'get' || method === 'delete' ? undefined : {};
+      const none = await call(lipa.url, method.toUpperCase(), path, { body });
+      assertError(none, 401, 'unauthorized');
+      assert.match(none.headers.get('www-authenticate') ?? '', /^Bearer/, `${method} ${template}`);
+      checked.push(`${method} ${template}`);
+      if (!(operation.responses as Record<string, unknown>)['403']) {
+        eitherKind.push(`${method} ${template}`);
+        continue;
       }
+      // The wallet is the payer's; everything else behind a session is the merchant's.
+      const other = template.startsWith('/api/v1/wallet') ? merchantToken : wallet;
+      assertError(await call(lipa.url, method.toUpperCase(), path, { body, token: other }), 403, 'forbidden');
     }
     assert.ok(checked.length >= 15, `bearer operations checked: ${checked.join(', ')}`);
+    // Only these take either kind of session; any other operation without a 403 is a guard missing.
+    assert.deepEqual(eitherKind.sort(), ['delete /api/v1/authorization', 'get /api/v1/me']);
   });
 
   test('bearer tokens: none, garbage and wrong kind', async () => {

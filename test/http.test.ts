@@ -328,6 +328,16 @@ describe('HTTP hygiene', () => {
     await assert.rejects(check(200, { status: 7 }), /body does not match/);
     await assert.rejects(check(200, { ok: true }, 'PATCH', '/health'), /no such operation documented/);
     await check(404, { message: 'No endpoint' }, 'GET', '/nothing-here');
+    // HEAD is judged as its GET, without a body; dot segments as fetch resolves them.
+    await check(200, null, 'HEAD', '/health');
+    await assert.rejects(check(200, { status: 'ok', extra: 1 }, 'GET', '/api/v1/../../health'), /undocumented members/);
+    // Through a $ref (the shared error body); a missing member; an empty body.
+    await assert.rejects(
+      check(503, { error: { code: 'x', message: 'y', hint: 1 }, requestId: 'r' }),
+      /undocumented members: body\.error\.hint/,
+    );
+    await assert.rejects(check(200, { status: 'success', message: 'x' }, 'POST', '/api/messages'), /body does not match/);
+    await assert.rejects(check(200, null), /no body where application\/json is documented/);
   });
 
   test('health, readiness, OpenAPI and docs answer', async () => {

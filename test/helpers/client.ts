@@ -1,6 +1,6 @@
 import { readText } from '../../src/messaging/login-codes.js';
 import { ADMIN_TOKEN, type Lipa, STAGING_OTP } from './harness.js';
-import { checkAgainstOpenApi } from './openapi-check.js';
+import { checkAgainstOpenApi, parseAnswer } from './openapi-check.js';
 
 export interface Reply {
   status: number;
@@ -29,12 +29,7 @@ export async function call(base: string, method: string, path: string, options: 
   if (options.token) headers.authorization = `Bearer ${options.token}`;
   const response = await fetch(`${base}${path}`, { method, headers, ...(body !== undefined ? { body } : {}) });
   const text = await response.text();
-  let parsed: unknown = text;
-  try {
-    parsed = text === '' ? null : JSON.parse(text);
-  } catch {
-    // not JSON: keep the text
-  }
+  const parsed = parseAnswer(text);
   await checkAgainstOpenApi(base, method, path, response.status, response.headers.get('content-type'), parsed);
   return { status: response.status, headers: response.headers, body: parsed, text };
 }

@@ -12,6 +12,7 @@ import type { App } from '../../src/http/types.js';
 import { startBackground } from '../../src/jobs/background.js';
 import { createLogger } from '../../src/logger.js';
 import { createTransports } from '../../src/messaging/transports/index.js';
+import { forgetOpenApi, type OpenApiDocument, registerOpenApi } from './openapi-check.js';
 
 export const ADMIN_TOKEN = 'test-admin-token-0123456789';
 export const STAGING_OTP = '534789';
@@ -76,13 +77,25 @@ export async function startLipa(env: Record<string, string> = {}): Promise<Lipa>
   const background = await startBackground(ctx);
   await app.listen({ port: 0, host: '127.0.0.1' });
   await mock.listen({ port: 0, host: '127.0.0.1' });
+  const url = baseUrl(app);
+  const mockUrl = baseUrl(mock);
+  // Every answer the tests get is checked against the document (test/helpers/openapi-check.ts);
+  // the mock listener serves only the two session operations of it.
+  const document = app.swagger() as unknown as OpenApiDocument;
+  registerOpenApi(url, document);
+  registerOpenApi(mockUrl, {
+    ...document,
+    paths: pick(document.paths, ['/api/v1/authorization', '/api/v1/authorization/confirm'], 'post'),
+  });
   return {
-    url: baseUrl(app),
-    mockUrl: baseUrl(mock),
+    url,
+    mockUrl,
     ctx,
     logs,
     databaseUrl: database.url,
     close: async () => {
+      forgetOpenApi(url);
+      forgetOpenApi(mockUrl);
       await Promise.all([app.close(), mock.close()]);
       await background.stop();
       await ctx.messenger.close();
@@ -90,6 +103,11 @@ export async function startLipa(env: Record<string, string> = {}): Promise<Lipa>
       await database.drop();
     },
   };
+}
+
+/** Only `method` of each of `paths`. */
+function pick(paths: OpenApiDocument['paths'], wanted: string[], method: string): OpenApiDocument['paths'] {
+  return Object.fromEntries(wanted.map((path) => [path, { [method]: paths[path]?.[method] }]));
 }
 
 function baseUrl(app: App): string {

@@ -2,126 +2,171 @@ import { Ajv, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
 
 /**
- * Every answer a test gets through `call()` is checked against the service's own
- * /openapi.json: its status must be documented for the operation, and a JSON body must
- * match the schema documented for that status (with no member the schema does not name).
- * So the OpenAPI description cannot drift from what the service does.
+ * Every answer a test gets through `call()` (and through a LipaClient built with
+ * `fetch: checkedFetch`) is checked against the service's own OpenAPI document: its status
+ * must be documented for the operation, and a JSON body must match the schema documented
+ * for that status, with no member the schema does not name. So the OpenAPI description
+ * cannot drift from what the service does.
+ *
+ * `startLipa()` registers each listener's document (the mock listener's holds only the two
+ * operations it serves) and forgets it when the listener closes. A service started some other
+ * way (a child process) is checked against its GET /openapi.json, fetched on first use; if
+ * that cannot be fetched (the service is stopping), the answer is not checked.
  */
+
+type Responses = Record<string, { content?: Record<string, { schema?: unknown }> }>;
+
+export interface OpenApiDocument {
+  paths: Record<string, Record<string, unknown>>;
+  components?: unknown;
+}
 
 interface Operation {
   pattern: RegExp;
   method: string;
   template: string;
-  responses: Record<string, { content?: Record<string, { schema?: unknown }> }>;
+  responses: Responses;
 }
 
 interface Checker {
   operations: Operation[];
   ajv: Ajv;
+  document: OpenApiDocument;
+  /** Per operation and status, and per anyOf/oneOf alternative: compiled once. */
   compiled: Map<string, ValidateFunction>;
-  spec: { components?: unknown };
+  alternatives: WeakMap<object, ValidateFunction>;
 }
 
-const checkers = new Map<string, Promise<Checker | null>>();
+const METHODS = new Set(['get', 'put', 'post', 'delete', 'patch', 'options', 'head', 'trace']);
+
+/** The operations of an OpenAPI document as [method, path template, operation]. */
+export function operationsOf(document: OpenApiDocument): Array<[string, string, Record<string, unknown>]> {
+  return Object.entries(document.paths).flatMap(([template, item]) =>
+    Object.entries(item)
+      .filter(([method]) => METHODS.has(method))
+      .map(([method, operation]): [string, string, Record<string, unknown>] => [method, template, operation as Record<string, unknown>]),
+  );
+}
+
+const checkers = new Map<string, Checker>();
+
+/** Checks answers from `base` against `document` (a copy is kept). */
+export function registerOpenApi(base: string, document: OpenApiDocument): void {
+  checkers.set(base, checkerOf(JSON.parse(JSON.stringify(document)) as OpenApiDocument));
+}
+
+/** The listener at `base` is gone: a later one on the same port is not judged by its document. */
+export function forgetOpenApi(base: string): void {
+  checkers.delete(base);
+}
 
 async function checkerFor(base: string): Promise<Checker | null> {
-  let checker = checkers.get(base);
-  if (!checker) {
-    checker = load(base);
-    checkers.set(base, checker);
-  }
-  return checker;
-}
-
-async function load(base: string): Promise<Checker | null> {
-  let spec: { paths: Record<string, Record<string, { responses: Operation['responses'] }>>; components?: unknown };
+  const known = checkers.get(base);
+  if (known) return known;
   try {
     const response = await fetch(`${base}/openapi.json`);
     if (response.status !== 200) return null;
-    spec = (await response.json()) as typeof spec;
+    const checker = checkerOf((await response.json()) as OpenApiDocument);
+    checkers.set(base, checker);
+    return checker;
   } catch {
     return null;
   }
-  const ajv = new Ajv({ strict: false, allErrors: true, validateFormats: true });
+}
+
+function checkerOf(document: OpenApiDocument): Checker {
+  // strict: false lets OpenAPI's own keywords (example, discriminator…) through; nullable is Ajv's.
+  const ajv = new Ajv({ strict: false, allErrors: true });
   addFormats.default(ajv);
-  ajv.addSchema(rebase({ components: spec.components ?? {} }) as object, 'spec.json');
-  const operations: Operation[] = [];
-  for (const [template, methods] of Object.entries(spec.paths)) {
-    const pattern = new RegExp(`^${template.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[^}]+\}/g, '[^/]+')}$`);
-    for (const [method, operation] of Object.entries(methods))
-      operations.push({ pattern, method: method.toUpperCase(), template, responses: operation.responses });
-  }
+  ajv.addSchema(rebase({ components: document.components ?? {} }) as object, 'spec.json');
+  const operations = operationsOf(document).map(([method, template, operation]) => ({
+    pattern: new RegExp(`^${template.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[^}]+\}/g, '[^/]+')}$`),
+    method: method.toUpperCase(),
+    template,
+    responses: operation.responses as Responses,
+  }));
   // Fixed paths before templated ones (/x/status before /x/{id}).
   operations.sort((a, b) => Number(a.template.includes('{')) - Number(b.template.includes('{')));
-  return { operations, ajv, compiled: new Map(), spec };
+  return { operations, ajv, document, compiled: new Map(), alternatives: new WeakMap() };
 }
 
 /** Local references point into the document added as spec.json. */
 function rebase(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(rebase);
   if (value && typeof value === 'object') {
-    const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value))
-      out[k] = k === '$ref' && typeof v === 'string' && v.startsWith('#/') ? `spec.json${v}` : rebase(v);
-    return out;
+    const copy: Record<string, unknown> = {};
+    for (const [key, member] of Object.entries(value))
+      copy[key] = key === '$ref' && typeof member === 'string' && member.startsWith('#/') ? `spec.json${member}` : rebase(member);
+    return copy;
   }
   return value;
 }
 
-/** Members of `body` that the schema does not name, where it does not allow others. */
-function undocumented(schema: unknown, body: unknown, root: Checker, at: string, out: string[]): void {
-  const s = resolve(schema, root);
-  if (!s || typeof s !== 'object' || body === null || typeof body !== 'object') return;
-  const o = s as Record<string, unknown>;
-  for (const k of ['anyOf', 'oneOf', 'allOf'] as const) {
-    const list = o[k] as unknown[] | undefined;
-    if (list) {
-      // Judge by the first alternative the body matches.
-      const match = k === 'allOf' ? list : list.filter((alt) => validatorOf(alt, root)(body)).slice(0, 1);
-      for (const alt of match) undocumented(alt, body, root, at, out);
-      return;
-    }
+type Schema = Record<string, unknown>;
+
+function resolve(schema: unknown, checker: Checker): Schema | undefined {
+  let current = schema as Schema | undefined;
+  while (current && typeof current.$ref === 'string') {
+    let target: unknown = checker.document;
+    for (const part of current.$ref.replace(/^(spec\.json)?#\//, '').split('/'))
+      target = (target as Schema | undefined)?.[part.replace(/~1/g, '/').replace(/~0/g, '~')];
+    current = target as Schema | undefined;
   }
-  if (Array.isArray(body)) {
-    body.forEach((item, i) => {
-      undocumented(o.items, item, root, `${at}[${i}]`, out);
-    });
-    return;
-  }
-  const props = (o.properties ?? {}) as Record<string, unknown>;
-  for (const [key, value] of Object.entries(body)) {
-    if (key in props) undocumented(props[key], value, root, `${at}.${key}`, out);
-    else if (o.additionalProperties === undefined && o.properties) out.push(`${at}.${key}`);
-    else if (o.additionalProperties && typeof o.additionalProperties === 'object')
-      undocumented(o.additionalProperties, value, root, `${at}.${key}`, out);
-  }
+  return current;
 }
 
-const alternatives = new WeakMap<object, ValidateFunction>();
-
-/** One compiled validator per alternative of an anyOf or oneOf. */
-function validatorOf(alternative: unknown, root: Checker): ValidateFunction {
-  const key = alternative as object;
-  let validate = alternatives.get(key);
+function validatorOf(schema: unknown, checker: Checker): ValidateFunction {
+  const key = schema as object;
+  let validate = checker.alternatives.get(key);
   if (!validate) {
-    validate = root.ajv.compile(rebase(resolve(alternative, root)) as object);
-    alternatives.set(key, validate);
+    validate = checker.ajv.compile(rebase(resolve(schema, checker)) as object);
+    checker.alternatives.set(key, validate);
   }
   return validate;
 }
 
-function resolve(schema: unknown, root: Checker): unknown {
-  let s = schema as Record<string, unknown> | undefined;
-  while (s && typeof s.$ref === 'string') {
-    const path = (s.$ref as string).replace(/^(spec\.json)?#\//, '').split('/');
-    let cur: unknown = root.spec;
-    for (const part of path) cur = (cur as Record<string, unknown>)?.[part.replace(/~1/g, '/').replace(/~0/g, '~')];
-    s = cur as Record<string, unknown> | undefined;
+/**
+ * The members of `body` that `schema` does not name, where it does not allow others. allOf
+ * names what any of its branches names; of anyOf/oneOf, the alternative the body matches
+ * with the fewest such members judges it.
+ */
+function undocumented(schema: unknown, body: unknown, checker: Checker, at: string): string[] {
+  const resolved = resolve(schema, checker);
+  if (!resolved || body === null || typeof body !== 'object') return [];
+  const { anyOf, oneOf, allOf, ...rest } = resolved as Schema & { anyOf?: unknown[]; oneOf?: unknown[]; allOf?: unknown[] };
+  if (allOf) {
+    const branches = allOf.map((branch) => resolve(branch, checker) ?? {});
+    const merged: Schema = { ...rest, properties: Object.assign({}, rest.properties, ...branches.map((b) => b.properties ?? {})) };
+    if (branches.some((b) => b.additionalProperties !== undefined)) merged.additionalProperties = true;
+    return undocumented(merged, body, checker, at);
   }
-  return s;
+  const alternatives = anyOf ?? oneOf;
+  if (alternatives) {
+    const judged = alternatives
+      .filter((alternative) => validatorOf(alternative, checker)(body))
+      .map((alternative) => {
+        const chosen = resolve(alternative, checker) ?? {};
+        const properties = { ...(rest.properties as Schema | undefined), ...(chosen.properties as Schema | undefined) };
+        return undocumented({ ...chosen, ...(Object.keys(properties).length > 0 ? { properties } : {}) }, body, checker, at);
+      })
+      .sort((a, b) => a.length - b.length);
+    return judged[0] ?? [];
+  }
+  if (Array.isArray(body)) return body.flatMap((item) => undocumented(resolved.items, item, checker, `${at}[]`));
+  const properties = (resolved.properties ?? {}) as Schema;
+  const extra: string[] = [];
+  for (const [key, value] of Object.entries(body)) {
+    if (key in properties) extra.push(...undocumented(properties[key], value, checker, `${at}.${key}`));
+    else if (resolved.additionalProperties && typeof resolved.additionalProperties === 'object')
+      extra.push(...undocumented(resolved.additionalProperties, value, checker, `${at}.${key}`));
+    else if (resolved.additionalProperties === undefined && resolved.properties) extra.push(`${at}.${key}`);
+  }
+  return extra;
 }
 
-/** Checks one answer; throws when it is not as /openapi.json documents it. */
+const mediaType = (type: string) => type.split(';')[0]?.trim().toLowerCase() ?? '';
+
+/** Checks one answer; throws when it is not as the OpenAPI document says. */
 export async function checkAgainstOpenApi(
   base: string,
   method: string,
@@ -130,39 +175,43 @@ export async function checkAgainstOpenApi(
   contentType: string | null,
   body: unknown,
 ): Promise<void> {
-  const pathname = path.split('?')[0] ?? path;
+  // As fetch sends it: dot segments resolved, no query.
+  const pathname = new URL(path, base).pathname;
   if (pathname === '/openapi.json' || pathname.startsWith('/docs')) return;
   const checker = await checkerFor(base);
   if (!checker) return;
-  const operation = checker.operations.find((op) => op.method === method.toUpperCase() && op.pattern.test(pathname));
+  // HEAD is answered for every GET, without a body.
+  const head = method.toUpperCase() === 'HEAD';
+  const wanted = head ? 'GET' : method.toUpperCase();
+  const operation = checker.operations.find((op) => op.method === wanted && op.pattern.test(pathname));
+  const type = mediaType(contentType ?? '');
   const problems: string[] = [];
-  const type = (contentType ?? '').split(';')[0]?.trim() ?? '';
   if (!operation) {
     // The web pages and their scripts are not API operations; unknown paths answer 404.
     if (type === 'application/json' && status !== 404 && status !== 405) problems.push('no such operation documented');
   } else {
     const documented = operation.responses[String(status)] ?? operation.responses[`${String(status)[0]}XX`] ?? operation.responses.default;
+    const content = documented?.content;
+    const media = content && Object.keys(content).find((key) => key === '*/*' || mediaType(key) === type);
     if (!documented) problems.push(`status ${status} not documented (has ${Object.keys(operation.responses).join(', ')})`);
-    else {
-      const content = documented.content;
-      if (type && status !== 204 && body !== null && !content) problems.push(`a ${type} body where none is documented`);
-      else if (content && type && !Object.keys(content).some((k) => k.split(';')[0]?.trim() === type || k === '*/*'))
-        problems.push(`content type ${type} not documented (has ${Object.keys(content).join(', ')})`);
-      else if (content && type === 'application/json') {
-        const schema = content['application/json']?.schema;
-        if (schema) {
-          const key = `${operation.method} ${operation.template} ${status}`;
-          let validate = checker.compiled.get(key);
-          if (!validate) {
-            validate = checker.ajv.compile(rebase(schema) as object);
-            checker.compiled.set(key, validate);
-          }
-          if (!validate(body)) problems.push(`body does not match: ${checker.ajv.errorsText(validate.errors, { dataVar: 'body' })}`);
-          const extra: string[] = [];
-          undocumented(schema, body, checker, 'body', extra);
-          if (extra.length > 0)
-            problems.push(`undocumented members: ${[...new Set(extra.map((e) => e.replace(/\[\d+\]/g, '[]')))].join(', ')}`);
+    else if (head || status === 204) {
+      // no body to compare
+    } else if (body === null) {
+      if (content) problems.push(`no body where ${Object.keys(content).join(', ')} is documented`);
+    } else if (!content) problems.push(`a ${type || 'untyped'} body where none is documented`);
+    else if (!media) problems.push(`content type ${type || '(none)'} not documented (has ${Object.keys(content).join(', ')})`);
+    else if (type === 'application/json') {
+      const schema = content[media]?.schema;
+      if (schema) {
+        const key = `${operation.method} ${operation.template} ${status}`;
+        let validate = checker.compiled.get(key);
+        if (!validate) {
+          validate = checker.ajv.compile(rebase(schema) as object);
+          checker.compiled.set(key, validate);
         }
+        if (!validate(body)) problems.push(`body does not match: ${checker.ajv.errorsText(validate.errors, { dataVar: 'body' })}`);
+        const extra = [...new Set(undocumented(schema, body, checker, 'body'))];
+        if (extra.length > 0) problems.push(`undocumented members: ${extra.join(', ')}`);
       }
     }
   }
@@ -171,24 +220,27 @@ export async function checkAgainstOpenApi(
   throw new Error(`The answer does not match /openapi.json: ${line}; body ${JSON.stringify(body)?.slice(0, 300)}`);
 }
 
+/** An answer's text as JSON when it is JSON, else the text itself (null when empty). */
+export function parseAnswer(text: string): unknown {
+  try {
+    return text === '' ? null : JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
+
 /** fetch that checks the answer as `call()` does: for the LipaClient under test. */
 export const checkedFetch: typeof fetch = async (input, init) => {
   const response = await fetch(input, init);
   const url = new URL(input instanceof Request ? input.url : String(input));
-  const text = await response.clone().text();
-  let parsed: unknown = text;
-  try {
-    parsed = text === '' ? null : JSON.parse(text);
-  } catch {
-    // not JSON: keep the text
-  }
+  const body = parseAnswer(await response.clone().text());
   await checkAgainstOpenApi(
     url.origin,
     init?.method ?? 'GET',
     `${url.pathname}${url.search}`,
     response.status,
     response.headers.get('content-type'),
-    parsed,
+    body,
   );
   return response;
 };
