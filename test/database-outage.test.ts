@@ -121,7 +121,7 @@ describe('the database failing under requests', () => {
       if (after.status !== 201) await new Promise((r) => setTimeout(r, 100));
     }
     assert.equal(after?.status, 201, JSON.stringify(after?.body));
-    const ready = await fetch(`${lipa.url}/ready`);
+    const ready = await call(lipa.url, 'GET', '/ready');
     assert.equal(ready.status, 200);
   });
 });
@@ -133,13 +133,12 @@ describe('a SQLite write-ahead log deleted from under the service (an operator m
     try {
       let lipa = await startLipa({ DATABASE_URL: url });
       try {
-        assert.equal((await fetch(`${lipa.url}/ready`)).status, 200);
+        assert.equal((await call(lipa.url, 'GET', '/ready')).status, 200);
         rmSync(join(dir, 'lipa.sqlite-wal'));
-        const ready = await fetch(`${lipa.url}/ready`);
+        const ready = await call(lipa.url, 'GET', '/ready');
         assert.equal(ready.status, 503);
-        const body = (await ready.json()) as { error: { code: string; message: string } };
-        assert.equal(body.error.code, 'not_ready');
-        assert.match(body.error.message, /write-ahead log \(lipa\.sqlite-wal\) was deleted .* stop it with SIGTERM/);
+        assert.equal(ready.body.error.code, 'not_ready');
+        assert.match(ready.body.error.message, /write-ahead log \(lipa\.sqlite-wal\) was deleted .* stop it with SIGTERM/);
         // Writes still work meanwhile; the advice holds: a clean stop keeps them.
         await merchantWithPos(lipa);
       } finally {
@@ -149,7 +148,7 @@ describe('a SQLite write-ahead log deleted from under the service (an operator m
       try {
         const merchants = await lipa.ctx.store.db.selectFrom('merchants').select('id').execute();
         assert.equal(merchants.length, 1);
-        assert.equal((await fetch(`${lipa.url}/ready`)).status, 200, 'a new log once restarted');
+        assert.equal((await call(lipa.url, 'GET', '/ready')).status, 200, 'a new log once restarted');
       } finally {
         await lipa.close();
       }
