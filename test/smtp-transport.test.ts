@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { type AddressInfo, createServer as createTcpServer, type Socket } from 'node:net';
 import { describe, type TestContext, test } from 'node:test';
 import { parseSmtpUrl, SmtpTransport, type SmtpTransportOptions } from '../src/messaging/transports/smtp.js';
-import { type OutboundEmail, PermanentSendError, TransientSendError } from '../src/messaging/transports/transport.js';
+import { type OutboundEmail, PermanentSendError, TransientSendError, TransportClosedError } from '../src/messaging/transports/transport.js';
 import { type SmtpPeer, type SmtpPeerOptions, startSmtpPeer } from './helpers/smtp-peer.js';
 
 /** Email over SMTP (CONTRACT §8): the real transport against a real SMTP server. */
@@ -302,6 +302,34 @@ describe('SMTP transport', () => {
     assert.match(refused.reason.message, /no free connection to smtp:\/\/127\.0\.0\.1:[0-9]+ within 2.5 s/);
     await transport.close();
     await assert.rejects(transport.send(email()), /closed/);
+  });
+
+  test('close() as the busy connection is handed on: the send it went to finishes first, the others are refused, nothing goes out after', async (t) => {
+    const peer = await peerFor(t, { replyDelayMs: 400 });
+    const transport = transportFor(t, peer.url, { poolSize: 1 });
+    const first = transport.send(email({ subject: 'on the wire' }));
+    const waiting = Promise.allSettled([
+      transport.send(email({ subject: 'merchant' })),
+      transport.send({ ...email({ subject: 'login code' }), urgent: true }),
+    ]);
+    // The first send's end hands its connection to the login code, and close() comes in the
+    // same turn: the login code, already handed its connection, goes out and close() waits
+    // for it; the merchant email still waiting is refused.
+    let closing: Promise<void> | undefined;
+    await first.then(() => {
+      closing = transport.close();
+    });
+    await closing;
+    const [merchant, own] = await waiting;
+    assert.equal(own?.status, 'fulfilled');
+    assert.equal(merchant?.status, 'rejected');
+    assert.ok((merchant as PromiseRejectedResult).reason instanceof TransportClosedError);
+    assert.deepEqual(
+      peer.received.map((m) => m.subject),
+      ['on the wire', 'login code'],
+    );
+    await new Promise((resolve) => setTimeout(resolve, 600));
+    assert.equal(peer.received.length, 2, 'nothing after close');
   });
 
   test('200 concurrent sends all arrive over the pool', async (t) => {
