@@ -300,7 +300,9 @@ export class SmtpTransport implements EmailTransport {
     const how = await this.#waiting.wait(urgent, budget.ms);
     if (how === 'timeout') throw new TransientSendError(`no free connection to ${this.#where} ${budget.ranOut}`);
     if (this.#closed) {
-      // Closed meanwhile: a slot handed over before close() goes back (close() waits for the count to reach 0).
+      // Closed meanwhile: a slot handed over before close() goes back (close() waits for the
+      // count to reach 0). Defensive: today the waiter resumes in the same turn as the
+      // hand-over, before anything can call close(), so a handed slot is always used.
       if (how === 'handed') this.#release(urgent);
       throw new TransportClosedError('SMTP transport');
     }

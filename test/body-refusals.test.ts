@@ -1,0 +1,57 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { assertError } from './helpers/assertions.js';
+import { call, createPayer, merchantSession, payerToken } from './helpers/client.js';
+import { ADMIN_TOKEN, type Lipa, startLipa } from './helpers/harness.js';
+import { type OpenApiDocument, operationsOf } from './helpers/openapi-check.js';
+
+describe('every operation that reads a JSON body refuses bad bodies alike', () => {
+  let lipa: Lipa;
+  before(async () => {
+    lipa = await startLipa();
+  });
+  after(() => lipa.close());
+
+  test('from /openapi.json: not JSON 415, over 64 KiB 413, unparseable 422 invalid_json, with the right session', async (t) => {
+    const spec = (await call(lipa.url, 'GET', '/openapi.json')).body as OpenApiDocument;
+    const merchant = (await merchantSession(lipa)).token;
+    const payer = await payerToken(lipa, await createPayer(lipa));
+    /** The token an operation takes: the operator's, the payer's (the wallet) or the merchant's; none to log in. */
+    const sessionFor = (operation: Record<string, unknown>, template: string): string | undefined => {
+      const security = JSON.stringify(operation.security ?? []);
+      if (security.includes('adminToken')) return ADMIN_TOKEN;
+      if (!security.includes('bearerAuth')) return undefined;
+      return template.startsWith('/api/v1/wallet') ? payer : merchant;
+    };
+    const checked: string[] = [];
+    for (const [method, template, operation] of operationsOf(spec)) {
+      // Signed routes answer 403 first and 422 for any body they cannot hash; the messaging API has its own shapes.
+      if (!(operation.responses as Record<string, unknown>)['415']) continue;
+      const what = `${method} ${template}`;
+      const send = (raw: string, type = 'application/json') =>
+        call(lipa.url, method.toUpperCase(), template.replace(/\{[^}]+\}/g, 'x'), {
+          raw,
+          token: sessionFor(operation, template),
+          headers: { 'content-type': type },
+        });
+      await t.test(what, async () => {
+        assertError(await send('x', 'text/plain'), 415, 'unsupported_media_type');
+        assertError(await send(JSON.stringify({ filler: 'x'.repeat(65 * 1024) })), 413, 'payload_too_large');
+        assertError(await send('{"login": '), 422, 'invalid_json');
+      });
+      checked.push(what);
+    }
+    // Every operation documented with a body is among them (and some that take none, such as
+    // DELETE and decline, whose body is still read), but the signed and messaging ones.
+    const withBody = operationsOf(spec)
+      .filter(([, , operation]) => operation.requestBody && !JSON.stringify(operation.security ?? []).match(/signedRequest|apiKey/))
+      .map(([method, template]) => `${method} ${template}`);
+    assert.deepEqual(
+      withBody.filter((what) => !checked.includes(what)),
+      [],
+    );
+    assert.ok(checked.length >= 14, checked.join(', '));
+    // The session is still good: no refused body reached logout.
+    assert.equal((await call(lipa.url, 'GET', '/api/v1/me', { token: merchant })).status, 200);
+  });
+});
