@@ -226,6 +226,16 @@ describe('pages end to end in Chromium', () => {
     assert.equal(await payerPage.locator('#pending-empty').isHidden(), true);
     await capture(payerPage, 'wallet');
 
+    // The badge's flip to Paid is reported through a binding, and Playwright drops a report
+    // that reaches it after the page has left: the landing is held until the report is in
+    // (or 5 s, after which the assertion below says what was seen).
+    await page.route(
+      (url) => url.pathname === '/thanks',
+      async (route) => {
+        await until('the Paid badge reported', () => badgeChanges.includes('Paid'), 5_000).catch(() => undefined);
+        await route.continue();
+      },
+    );
     await card.getByLabel('Wallet PIN to approve').fill(payer.pin);
     // Each card's buttons name the request they answer.
     await card.getByRole('button', { name: `Approve ${money(1500.5)} to Duka Bora Ltd, order ${payment.orderId}`, exact: true }).click();
