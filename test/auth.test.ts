@@ -14,7 +14,7 @@ import {
   unique,
 } from './helpers/client.js';
 import { type Lipa, STAGING_OTP, startLipa } from './helpers/harness.js';
-import { type OpenApiDocument, operationsOf } from './helpers/openapi-check.js';
+import { isPayerOperation, type OpenApiDocument, operationsOf, schemesOf } from './helpers/openapi-check.js';
 
 const AUTH = '/api/v1/authorization';
 const CONFIRM = '/api/v1/authorization/confirm';
@@ -311,8 +311,7 @@ describe('Sessions: endpoints 1 and 2 (staging)', () => {
     const checked: string[] = [];
     const eitherKind: string[] = [];
     for (const [method, template, operation] of operationsOf(spec)) {
-      const security = operation.security as Array<Record<string, unknown>> | undefined;
-      if (!security?.some((scheme) => 'bearerAuth' in scheme)) continue;
+      if (!schemesOf(operation).includes('bearerAuth')) continue;
       const path = template.replace(/\{[^}]+\}/g, 'x');
       const body = method === 'get' || method === 'delete' ? undefined : {};
       const none = await call(lipa.url, method.toUpperCase(), path, { body });
@@ -323,8 +322,7 @@ describe('Sessions: endpoints 1 and 2 (staging)', () => {
         eitherKind.push(`${method} ${template}`);
         continue;
       }
-      // The wallet is the payer's; everything else behind a session is the merchant's.
-      const other = template.startsWith('/api/v1/wallet') ? merchantToken : wallet;
+      const other = isPayerOperation(template) ? merchantToken : wallet;
       assertError(await call(lipa.url, method.toUpperCase(), path, { body, token: other }), 403, 'forbidden');
     }
     assert.ok(checked.length >= 15, `bearer operations checked: ${checked.join(', ')}`);

@@ -3,7 +3,7 @@ import { after, before, describe, test } from 'node:test';
 import { assertError } from './helpers/assertions.js';
 import { call, createPayer, merchantSession, payerToken } from './helpers/client.js';
 import { ADMIN_TOKEN, type Lipa, startLipa } from './helpers/harness.js';
-import { type OpenApiDocument, operationsOf } from './helpers/openapi-check.js';
+import { isPayerOperation, type OpenApiDocument, operationsOf, schemesOf } from './helpers/openapi-check.js';
 
 describe('every operation that reads a JSON body refuses bad bodies alike', () => {
   let lipa: Lipa;
@@ -18,10 +18,10 @@ describe('every operation that reads a JSON body refuses bad bodies alike', () =
     const payer = await payerToken(lipa, await createPayer(lipa));
     /** The token an operation takes: the operator's, the payer's (the wallet) or the merchant's; none to log in. */
     const sessionFor = (operation: Record<string, unknown>, template: string): string | undefined => {
-      const security = JSON.stringify(operation.security ?? []);
-      if (security.includes('adminToken')) return ADMIN_TOKEN;
-      if (!security.includes('bearerAuth')) return undefined;
-      return template.startsWith('/api/v1/wallet') ? payer : merchant;
+      const schemes = schemesOf(operation);
+      if (schemes.includes('adminToken')) return ADMIN_TOKEN;
+      if (!schemes.includes('bearerAuth')) return undefined;
+      return isPayerOperation(template) ? payer : merchant;
     };
     const checked: string[] = [];
     for (const [method, template, operation] of operationsOf(spec)) {
@@ -44,7 +44,10 @@ describe('every operation that reads a JSON body refuses bad bodies alike', () =
     // Every operation documented with a body is among them (and some that take none, such as
     // DELETE and decline, whose body is still read), but the signed and messaging ones.
     const withBody = operationsOf(spec)
-      .filter(([, , operation]) => operation.requestBody && !JSON.stringify(operation.security ?? []).match(/signedRequest|apiKey/))
+      .filter(
+        ([, , operation]) =>
+          operation.requestBody && !schemesOf(operation).some((scheme) => scheme === 'signedRequest' || scheme === 'apiKey'),
+      )
       .map(([method, template]) => `${method} ${template}`);
     assert.deepEqual(
       withBody.filter((what) => !checked.includes(what)),

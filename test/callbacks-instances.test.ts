@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { LipaClient, type Payment, type PaymentRequest } from '../src/client/index.js';
-import { merchantWithPos, paymentBody } from './helpers/client.js';
+import type { Payment, PaymentRequest } from '../src/client/index.js';
+import { clientFor, merchantWithPos, paymentBody } from './helpers/client.js';
 import { type Lipa, startLipa } from './helpers/harness.js';
-import { checkedFetch } from './helpers/openapi-check.js';
 import { type Receiver, startReceiver } from './helpers/receiver.js';
 
 /**
@@ -29,7 +28,7 @@ describe('callbacks with two instances on one database', () => {
 
   test('every event reaches each URL once, though both workers look for due deliveries', async () => {
     const merchant = await merchantWithPos(first, { resultUrl: `${receiver.url}/result` });
-    const client = new LipaClient({ fetch: checkedFetch, baseUrl: first.url, keyId: merchant.keyId, secret: merchant.secret });
+    const client = clientFor(first.url, merchant);
     const payments: Payment[] = [];
     for (let i = 0; i < 15; i++) {
       // 254708000001 pays by itself after about a second: one status change, one event each.

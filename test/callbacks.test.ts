@@ -7,15 +7,14 @@ import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { buildApp } from '../src/app.js';
 import { deliverDueCallbacks, MAX_ATTEMPTS, RETRY_FACTOR, stopCallbacks, UNFINISHED } from '../src/callbacks/worker.js';
-import { LipaClient, type Payment, verifyCallback } from '../src/client/index.js';
+import { type LipaClient, type Payment, verifyCallback } from '../src/client/index.js';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { createContext } from '../src/context.js';
 import { openDatabase } from '../src/db/database.js';
 import { createLogger } from '../src/logger.js';
 import { assertError } from './helpers/assertions.js';
-import { call, createPayer, type MerchantSetup, merchantWithPos, payerToken, paymentBody } from './helpers/client.js';
+import { call, clientFor, createPayer, merchantWithPos, payerToken, paymentBody } from './helpers/client.js';
 import { ADMIN_TOKEN, freshDatabase, type Lipa, ON_POSTGRES, STAGING_OTP, startLipa, type TestDatabase } from './helpers/harness.js';
-import { checkedFetch } from './helpers/openapi-check.js';
 import { breakableDatabase } from './helpers/outage.js';
 import { freePort, startLipaProcess } from './helpers/process.js';
 import { type Received, type Receiver, startReceiver } from './helpers/receiver.js';
@@ -103,8 +102,6 @@ async function pay(client: LipaClient, merchant: { terminalId: string }, callbac
   return created.body as Payment;
 }
 
-const clientFor = (baseUrl: string, merchant: MerchantSetup) =>
-  new LipaClient({ fetch: checkedFetch, baseUrl, keyId: merchant.keyId, secret: merchant.secret });
 const onPath = (receiver: { received: Received[] }, path: string) => receiver.received.filter((r) => r.path === path);
 
 /** Waits until the payment's callback to `${receiver.url}/cb` is settled, and checks it was delivered by one 200, sent once. */

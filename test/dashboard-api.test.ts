@@ -1,12 +1,13 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import { LipaClient, type Payment } from '../src/client/index.js';
+import type { LipaClient, Payment } from '../src/client/index.js';
 import { CONTENT_SECURITY_POLICY } from '../src/web/routes.js';
 import { assertError } from './helpers/assertions.js';
 import {
   admin,
   call,
+  clientFor,
   createPayer,
   type MerchantSetup,
   merchantWithPos,
@@ -17,10 +18,6 @@ import {
   uniquePhone,
 } from './helpers/client.js';
 import { ADMIN_TOKEN, type Lipa, startLipa } from './helpers/harness.js';
-import { checkedFetch } from './helpers/openapi-check.js';
-
-const clientFor = (lipa: Lipa, m: MerchantSetup) =>
-  new LipaClient({ fetch: checkedFetch, baseUrl: lipa.url, keyId: m.keyId, secret: m.secret });
 
 async function pay(client: LipaClient, m: MerchantSetup, overrides: Record<string, unknown> = {}): Promise<Payment> {
   const reply = await client.createPayment(paymentBody(m, overrides) as never);
@@ -55,7 +52,7 @@ describe('dashboard and console API', () => {
     lipa = await startLipa();
     a = await merchantWithPos(lipa);
     b = await merchantWithPos(lipa);
-    clientA = clientFor(lipa, a);
+    clientA = clientFor(lipa.url, a);
     payer = await createPayer(lipa, { balance: 1000 });
     payerBearer = await payerToken(lipa, payer);
     const toPayer = { payer: { method: 'phone', value: payer.phone } };
@@ -71,7 +68,7 @@ describe('dashboard and console API', () => {
     });
     assert.equal(accept.body.status, 'paid', accept.text);
     mine.push(declined, paid);
-    theirs = await pay(clientFor(lipa, b), b, { orderId: mine[0]?.orderId, ...toPayer });
+    theirs = await pay(clientFor(lipa.url, b), b, { orderId: mine[0]?.orderId, ...toPayer });
   });
   after(() => lipa.close());
 

@@ -4,11 +4,12 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { LipaClient, type Payment, type PaymentRequest } from '../src/client/index.js';
+import type { LipaClient, Payment, PaymentRequest } from '../src/client/index.js';
 import { DESKTOP, launchBrowser, PHONE } from './helpers/browser.js';
 import {
   admin,
   call,
+  clientFor,
   createMerchant,
   createPayer,
   lastOtpSentTo,
@@ -20,7 +21,6 @@ import {
   unique,
 } from './helpers/client.js';
 import { ADMIN_TOKEN, type Lipa, STAGING_OTP, startLipa } from './helpers/harness.js';
-import { checkedFetch } from './helpers/openapi-check.js';
 import { type Received, type Receiver, startReceiver } from './helpers/receiver.js';
 
 /**
@@ -115,7 +115,7 @@ describe('pages end to end in Chromium', () => {
     if (SCREENSHOTS) mkdirSync(SCREENSHOT_DIR, { recursive: true });
 
     shop = await merchantWithPos(lipa, { posCompanyName: 'Duka Bora Ltd', resultUrl: `${receiver.url}/result` });
-    shopClient = new LipaClient({ fetch: checkedFetch, baseUrl: lipa.url, keyId: shop.keyId, secret: shop.secret });
+    shopClient = clientFor(lipa.url, shop);
     payer = await createPayer(lipa, { pin: '2468', balance: 5000 });
   });
 
@@ -375,7 +375,7 @@ describe('pages end to end in Chromium', () => {
 
     // A payment signed with that key to the staging payer that accepts after about a second;
     // no success URL, so the consumer's page stays and shows Paid.
-    const client = new LipaClient({ fetch: checkedFetch, baseUrl: lipa.url, keyId, secret });
+    const client = clientFor(lipa.url, { keyId, secret });
     const payment = await createPayment(
       client,
       { terminalId },
@@ -490,7 +490,7 @@ describe('pages end to end in Chromium', () => {
 
   test('markup in a description or company name is shown as text on /pay, /wallet and /dashboard', async () => {
     const evil = await merchantWithPos(lipa, { posCompanyName: XSS_COMPANY, resultUrl: `${receiver.url}/xss-result` });
-    const evilClient = new LipaClient({ fetch: checkedFetch, baseUrl: lipa.url, keyId: evil.keyId, secret: evil.secret });
+    const evilClient = clientFor(lipa.url, evil);
     const payment = await createPayment(evilClient, evil, {
       description: XSS_DESCRIPTION,
       payer: { method: 'phone', value: payer.phone },

@@ -1,10 +1,19 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { LipaClient, type Payment, type PaymentRequest } from '../src/client/index.js';
+import type { LipaClient, Payment, PaymentRequest } from '../src/client/index.js';
 import { maskPhone, successRedirect } from '../src/web/pay.js';
-import { call, createPayer, type MerchantSetup, merchantWithPos, payerToken, paymentBody, type Reply, unique } from './helpers/client.js';
+import {
+  call,
+  clientFor,
+  createPayer,
+  type MerchantSetup,
+  merchantWithPos,
+  payerToken,
+  paymentBody,
+  type Reply,
+  unique,
+} from './helpers/client.js';
 import { type Lipa, startLipa } from './helpers/harness.js';
-import { checkedFetch } from './helpers/openapi-check.js';
 
 const XSS = '<script>alert(1)</script>';
 const XSS_ESCAPED = '&lt;script&gt;alert(1)&lt;/script&gt;';
@@ -31,7 +40,7 @@ describe('pages: /pay and /wallet', () => {
   before(async () => {
     lipa = await startLipa();
     merchant = await merchantWithPos(lipa, { posCompanyName: 'Duka Bora Ltd' });
-    client = new LipaClient({ fetch: checkedFetch, baseUrl: lipa.url, keyId: merchant.keyId, secret: merchant.secret });
+    client = clientFor(lipa.url, merchant);
   });
   after(async () => {
     await lipa.close();
@@ -97,7 +106,7 @@ describe('pages: /pay and /wallet', () => {
 
   test('description, company name and order id are escaped, never raw markup', async () => {
     const evil = await merchantWithPos(lipa, { posCompanyName: XSS });
-    const evilClient = new LipaClient({ fetch: checkedFetch, baseUrl: lipa.url, keyId: evil.keyId, secret: evil.secret });
+    const evilClient = clientFor(lipa.url, evil);
     const orderId = `"><img src=x onerror=alert(1)>${unique('')}`;
     const payment = await createPayment(evil, evilClient, { description: XSS, orderId });
     const reply = await call(lipa.url, 'GET', `/pay/${payment.paymentIdentifier}`);

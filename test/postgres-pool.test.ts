@@ -1,10 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import pg from 'pg';
-import { LipaClient } from '../src/client/index.js';
-import { call, merchantWithPos } from './helpers/client.js';
+import { call, clientFor, merchantWithPos } from './helpers/client.js';
 import { ON_POSTGRES, startLipa } from './helpers/harness.js';
-import { checkedFetch } from './helpers/openapi-check.js';
 
 // PostgreSQL only: there every request borrows one of DATABASE_POOL_SIZE connections, and a
 // lock held elsewhere can hold all of them up. (SQLite answers `select 1` on the event loop.)
@@ -15,7 +13,7 @@ if (ON_POSTGRES) {
       const locker = new pg.Client({ connectionString: lipa.databaseUrl });
       try {
         const merchant = await merchantWithPos(lipa);
-        const client = new LipaClient({ fetch: checkedFetch, baseUrl: lipa.url, keyId: merchant.keyId, secret: merchant.secret });
+        const client = clientFor(lipa.url, merchant);
         await locker.connect();
         await locker.query('begin');
         await locker.query('lock table nonces in access exclusive mode');

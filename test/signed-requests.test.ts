@@ -5,12 +5,11 @@ import { readFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { LipaClient, type Payment } from '../src/client/index.js';
+import type { Payment } from '../src/client/index.js';
 import { type SignInput, signingString, signRequest } from '../src/client/signing.js';
 import { purgeExpired } from '../src/jobs/housekeeping.js';
-import { call, type MerchantSetup, merchantWithPos, paymentBody, type Reply, unique } from './helpers/client.js';
+import { call, clientFor, type MerchantSetup, merchantWithPos, paymentBody, type Reply, unique } from './helpers/client.js';
 import { type Lipa, startLipa } from './helpers/harness.js';
-import { checkedFetch } from './helpers/openapi-check.js';
 import { type LipaProcess, startLipaProcess } from './helpers/process.js';
 import { type Receiver, startReceiver } from './helpers/receiver.js';
 
@@ -593,7 +592,7 @@ describe('signed requests: every check of CONTRACT §5, each its own 403', () =>
   });
 
   test('LipaClient: createPayment and paymentStatus round-trip', async () => {
-    const client = new LipaClient({ fetch: checkedFetch, baseUrl: lipa.url, keyId: key.keyId, secret: key.secret });
+    const client = clientFor(lipa.url, key);
     const request = paymentBody(merchant, { payer: { method: 'phone', value: '254799000222' } }) as never;
     const created = await client.createPayment(request);
     assert.equal(created.status, 201, JSON.stringify(created.body));
@@ -612,7 +611,7 @@ describe('signed requests: every check of CONTRACT §5, each its own 403', () =>
     assert.equal(again.status, 200, JSON.stringify(again.body));
     assert.equal((again.body as Payment).paymentIdentifier, payment.paymentIdentifier);
     // A client with a wrong secret gets the 403 body.
-    const wrong = new LipaClient({ fetch: checkedFetch, baseUrl: lipa.url, keyId: key.keyId, secret: 'f'.repeat(64) });
+    const wrong = clientFor(lipa.url, { keyId: key.keyId, secret: 'f'.repeat(64) });
     const refused = await wrong.paymentStatus(payment.paymentIdentifier);
     assert.equal(refused.status, 403);
     assert.equal((refused.body as { error: { code: string } }).error.code, 'body_hash_mismatch');
@@ -743,7 +742,7 @@ describe('a callback is signed over the origin of the callback URL as called (do
 
   test('http://127.0.0.1:<port>, no https substitution', async () => {
     const merchant = await merchantWithPos(lipa, { resultUrl: `${receiver.url}/result` });
-    const client = new LipaClient({ fetch: checkedFetch, baseUrl: lipa.url, keyId: merchant.keyId, secret: merchant.secret });
+    const client = clientFor(lipa.url, merchant);
     const orderId = unique('order-');
     const created = await client.createPayment(paymentBody(merchant, { orderId, urls: { callbackUrl: `${receiver.url}/cb` } }) as never);
     assert.equal(created.status, 201, JSON.stringify(created.body));

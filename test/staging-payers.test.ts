@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { LipaClient, type Payment } from '../src/client/index.js';
+import type { LipaClient, Payment } from '../src/client/index.js';
 import { checkLedger } from '../src/ledger/ledger.js';
-import { admin, call, type MerchantSetup, merchantWithPos, paymentBody } from './helpers/client.js';
+import { admin, call, clientFor, type MerchantSetup, merchantWithPos, paymentBody } from './helpers/client.js';
 import { type Lipa, startLipa } from './helpers/harness.js';
-import { checkedFetch } from './helpers/openapi-check.js';
 import { type Receiver, startReceiver } from './helpers/receiver.js';
 
 /** Every staging test payer's scenario end to end, callbacks received by a real server. */
@@ -18,7 +17,7 @@ describe('staging test payers, end to end', () => {
     lipa = await startLipa({ PAYMENT_TTL_SECONDS: '3' });
     receiver = await startReceiver();
     merchant = await merchantWithPos(lipa, { resultUrl: `${receiver.url}/result` });
-    client = new LipaClient({ fetch: checkedFetch, baseUrl: lipa.url, keyId: merchant.keyId, secret: merchant.secret });
+    client = clientFor(lipa.url, merchant);
   });
   after(async () => {
     await lipa.close();

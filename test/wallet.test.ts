@@ -1,12 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { LipaClient, type Payment, type PaymentRequest } from '../src/client/index.js';
+import type { LipaClient, Payment, PaymentRequest } from '../src/client/index.js';
 import { accountId, balanceOf, checkLedger } from '../src/ledger/ledger.js';
 import { expireDuePayments } from '../src/payments/expire.js';
 import { assertError } from './helpers/assertions.js';
 import {
   admin,
   call,
+  clientFor,
   createPayer,
   type MerchantSetup,
   merchantWithPos,
@@ -17,7 +18,6 @@ import {
   uniquePhone,
 } from './helpers/client.js';
 import { type Lipa, startLipa } from './helpers/harness.js';
-import { checkedFetch } from './helpers/openapi-check.js';
 import { type Receiver, startReceiver } from './helpers/receiver.js';
 
 /** The payer side (CONTRACT §6): wallet, accept with PIN, decline, races, expiry, the ledger. */
@@ -34,7 +34,7 @@ interface Shop {
 
 async function shop(lipa: Lipa, receiver: Receiver, posOverrides: Record<string, unknown> = {}): Promise<Shop> {
   const merchant = await merchantWithPos(lipa, { resultUrl: `${receiver.url}/result`, ...posOverrides });
-  return { merchant, client: new LipaClient({ fetch: checkedFetch, baseUrl: lipa.url, keyId: merchant.keyId, secret: merchant.secret }) };
+  return { merchant, client: clientFor(lipa.url, merchant) };
 }
 
 /** Creates a payment of `amount` (major units) to `phone`; its callbacks go to the receiver. */
@@ -677,7 +677,7 @@ describe('wallet: expiry with two instances on one database', () => {
     const s1 = await shop(first, receiver);
     const s2: Shop = {
       merchant: s1.merchant,
-      client: new LipaClient({ fetch: checkedFetch, baseUrl: second.url, keyId: s1.merchant.keyId, secret: s1.merchant.secret }),
+      client: clientFor(second.url, s1.merchant),
     };
     const payer = await createPayer(first, { balance: 100 });
     const unregistered = uniquePhone();

@@ -1,6 +1,7 @@
+import { LipaClient } from '../../src/client/index.js';
 import { readText } from '../../src/messaging/login-codes.js';
 import { ADMIN_TOKEN, type Lipa, STAGING_OTP } from './harness.js';
-import { checkAgainstOpenApi, parseAnswer } from './openapi-check.js';
+import { checkAgainstOpenApi, checkedFetch, parseAnswer } from './openapi-check.js';
 
 export interface Reply {
   status: number;
@@ -33,6 +34,10 @@ export async function call(base: string, method: string, path: string, options: 
   await checkAgainstOpenApi(base, method, path, response.status, response.headers.get('content-type'), parsed);
   return { status: response.status, headers: response.headers, body: parsed, text };
 }
+
+/** The merchant client, signing with `key`; its answers are checked against the OpenAPI document as call()'s are. */
+export const clientFor = (baseUrl: string, key: { keyId: string; secret: string }): LipaClient =>
+  new LipaClient({ fetch: checkedFetch, baseUrl, keyId: key.keyId, secret: key.secret });
 
 export const admin = (lipa: Lipa, method: string, path: string, body?: unknown) =>
   call(lipa.url, method, path, { body, token: ADMIN_TOKEN });

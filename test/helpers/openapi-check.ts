@@ -48,6 +48,14 @@ export function operationsOf(document: OpenApiDocument): Array<[string, string, 
   );
 }
 
+/** The security schemes an operation takes (bearerAuth, adminToken, apiKey, signedRequest). */
+export function schemesOf(operation: Record<string, unknown>): string[] {
+  return ((operation.security ?? []) as Array<Record<string, unknown>>).flatMap((scheme) => Object.keys(scheme));
+}
+
+/** Of the operations behind a session, the payer's (the wallet); the rest are the merchant's. */
+export const isPayerOperation = (template: string): boolean => template.startsWith('/api/v1/wallet');
+
 const checkers = new Map<string, Checker>();
 
 /** Checks answers from `base` against `document` (a copy is kept). */
