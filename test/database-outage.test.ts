@@ -7,6 +7,7 @@ import { sql } from 'kysely';
 import { signRequest } from '../src/client/index.js';
 import { call, type MerchantSetup, merchantWithPos, paymentBody } from './helpers/client.js';
 import { type Lipa, startLipa } from './helpers/harness.js';
+import { checkedFetch } from './helpers/openapi-check.js';
 
 /**
  * The database failing under requests: the service answers a precise 503 with Retry-After,
@@ -32,7 +33,7 @@ describe('the database failing under requests', () => {
     const body = JSON.stringify(paymentBody(merchant));
     const url = `${lipa.url}/api/public/v1/merchant-payments`;
     const headers = signRequest({ keyId: merchant.keyId, secret: merchant.secret, method: 'POST', url, body });
-    const response = await fetch(url, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body });
+    const response = await checkedFetch(url, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body });
     return { status: response.status, body: (await response.json()) as unknown, retryAfter: response.headers.get('retry-after') };
   };
 

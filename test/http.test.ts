@@ -4,7 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import { assertError } from './helpers/assertions.js';
 import { call, createPayer, merchantSession, payerToken } from './helpers/client.js';
 import { type Lipa, startLipa } from './helpers/harness.js';
-import { checkAgainstOpenApi } from './helpers/openapi-check.js';
+import { checkAgainstOpenApi, checkedFetch } from './helpers/openapi-check.js';
 
 describe('HTTP hygiene', () => {
   let lipa: Lipa;
@@ -86,7 +86,7 @@ describe('HTTP hygiene', () => {
       ['/api/v1/points-of-sale', { authorization: `Bearer ${token}` }],
     ] as const) {
       for (const contentType of [undefined, 'application/json']) {
-        const response = await fetch(`${lipa.url}${path}`, {
+        const response = await checkedFetch(`${lipa.url}${path}`, {
           method: 'POST',
           headers: { ...headers, ...(contentType ? { 'content-type': contentType } : {}) },
         });
@@ -102,7 +102,7 @@ describe('HTTP hygiene', () => {
 
   test('a body that is not valid UTF-8 is 422 invalid_json, not read with U+FFFD in it', async () => {
     const bytes = Buffer.concat([Buffer.from('{"login":"a'), Buffer.from([0xc3, 0x28]), Buffer.from('@b.c","password":"x"}')]);
-    const response = await fetch(`${lipa.url}/api/v1/authorization`, {
+    const response = await checkedFetch(`${lipa.url}/api/v1/authorization`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: bytes,
@@ -274,7 +274,7 @@ describe('HTTP hygiene', () => {
       ['gzip', gzipSync(plain)],
       ['br', plain],
     ] as const) {
-      const response = await fetch(`${lipa.url}/api/v1/authorization`, {
+      const response = await checkedFetch(`${lipa.url}/api/v1/authorization`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'content-encoding': coding },
         body: raw,
