@@ -83,8 +83,13 @@ describe('messaging API: answers and refusals (embedded outbox)', () => {
       ['a Unicode line separator in the subject', email({ subject: 'Receipt\u2028Bcc: victim@example.com' })],
       ['a NUL in the content', email({ content: 'Asante\u0000' })],
     ];
-    const twice = JSON.stringify({ message: email() }).replace('"subject":', '"subject":"Other","subject":');
-    for (const [name, message] of [...cases, ['the subject twice (JSON read two ways)', twice] as const]) {
+    const raw = JSON.stringify({ message: email() });
+    const rawCases = [
+      ['the subject twice (JSON read two ways)', raw.replace('"subject":', '"subject":"Other","subject":')],
+      ['a __proto__ member', raw.replace('"subject":', '"__proto__":{},"subject":')],
+      ['a constructor.prototype member', raw.replace('"subject":', '"constructor":{"prototype":{}},"subject":')],
+    ] as const;
+    for (const [name, message] of [...cases, ...rawCases]) {
       const reply =
         typeof message === 'string'
           ? await call(lipa.url, 'POST', '/api/messages', { raw: message, headers: { api_key: keyA } })

@@ -51,13 +51,32 @@ export function parseStrictJson(body: Uint8Array): unknown {
   let parsed: unknown;
   try {
     text = utf8.decode(body);
-    parsed = secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' });
   } catch (error) {
     throw notJson(error as Error);
+  }
+  try {
+    parsed = secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' });
+  } catch (error) {
+    // Valid JSON with a `__proto__` or `constructor.prototype` key: refused all the same, but
+    // carrying what plain JSON.parse reads (an own member, no prototype touched), so that the
+    // messaging API can still answer an email in the email shape.
+    const plain = readable(text);
+    if (plain === NOT_JSON) throw notJson(error as Error);
+    throw new AmbiguousJsonError({ says: (error as Error).message, field: '' }, plain);
   }
   const problem = ambiguity(text);
   if (problem !== null) throw new AmbiguousJsonError(problem, parsed);
   return parsed;
+}
+
+const NOT_JSON = Symbol('not JSON');
+
+function readable(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return NOT_JSON;
+  }
 }
 
 /**
