@@ -201,7 +201,7 @@ describe('operator API (CONTRACT §2)', () => {
 
     // Boundaries: 8 and 15 digits, 4- and 6-digit PINs.
     for (const [phone, pin] of [
-      [String(Date.now()).slice(-8), '1234'],
+      [`1${String(Date.now()).slice(-7)}`, '1234'],
       [`2547${String(Date.now()).slice(-11)}`, '123456'],
     ]) {
       const edge = await newPayer(lipa, payerBody({ phone, pin }));
@@ -225,6 +225,9 @@ describe('operator API (CONTRACT §2)', () => {
       ['phone', { phone: '1234567' }],
       ['phone', { phone: '1234567890123456' }],
       ['phone', { phone: 254712345678 }],
+      // No country calling code: how a number is dialled at home, or no number at all.
+      ['phone', { phone: '0712345678' }],
+      ['phone', { phone: '00000001' }],
       ['pin', { pin: '123' }],
       ['pin', { pin: '1234567' }],
       ['pin', { pin: 'abcd' }],

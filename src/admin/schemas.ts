@@ -21,7 +21,7 @@ export const MerchantListed = Type.Object({
 });
 
 export const CreatePayerBody = Type.Object({
-  phone: Phone,
+  phone: { ...Phone, description: 'Digits starting with the country calling code (254 for Kenya), no plus sign' },
   name: Type.String({ minLength: 1, maxLength: 200 }),
   pin: patternString('^[0-9]{4,6}$', 'must be 4 to 6 digits', { description: 'Wallet PIN, 4 to 6 digits' }),
   balance: Type.Optional(Type.Number({ minimum: 0, description: 'Starting balance in major units: 0 to 10,000,000, at most 2 decimals' })),

@@ -2,10 +2,11 @@ import { randomUUID } from 'node:crypto';
 import type { AppContext } from '../context.js';
 import type { Tx } from '../db/database.js';
 import { isUniqueViolation, lockPhone } from '../db/database.js';
-import { AppError, assertText } from '../http/errors.js';
+import { AppError, assertText, FieldChecks, validationError } from '../http/errors.js';
 import { isoTime } from '../http/time.js';
 import { accountId, balanceOf, openAccount, postDeposit } from '../ledger/ledger.js';
 import { CURRENCY, fromMinorUnits, toMinorUnits } from '../ledger/money.js';
+import { splitPhone } from '../notifier/notifier.js';
 import { movePayment } from '../payments/transitions.js';
 import { hashPassword } from '../security/passwords.js';
 import { paymentPrompt } from '../wallet/prompt.js';
@@ -45,7 +46,14 @@ export interface NewPayer {
  * a deposit from the cash-in account, all in one transaction.
  */
 export async function createPayer(ctx: AppContext, input: NewPayer) {
-  assertText('name', input.name, 'name');
+  const checks = new FieldChecks();
+  // The wallet's phone is where its login codes and payment prompts go, as an SMS.
+  checks.run(() => {
+    if (splitPhone(input.phone).countryCode === '')
+      throw validationError('phone', 'must start with a country calling code (254 for Kenya), not a trunk 0');
+  });
+  checks.run(() => assertText('name', input.name, 'name'));
+  checks.done();
   const opening = input.balance === undefined || input.balance === 0 ? 0 : toMinorUnits('balance', input.balance, MAX_DEPOSIT);
   const pinHash = await hashPassword(input.pin);
   const id = randomUUID();
