@@ -66,6 +66,10 @@ describe('operator API (CONTRACT §2)', () => {
     const cases: Array<[string, Record<string, unknown>, string?]> = [
       ['login', { login: 'not-an-email' }],
       ['login', { login: 'two@@duka.example' }],
+      // Valid in the schema's email format, but no login code could be sent to them.
+      ['login', { login: `${'c'.repeat(65)}@duka.example` }, 'login must be an email address a login code can be sent to'],
+      ['login', { login: 'wanjiru@localhost' }],
+      ['login', { login: 'üser@duka.example' }],
       ['login', { login: 42 }, 'login must be a string'],
       ['password', { password: '1234567' }, 'password must be at least 8 characters long'],
       ['password', { password: 12345678 }, 'password must be a string'],

@@ -8,7 +8,11 @@ export const Phone = patternString('^[0-9]{8,15}$', 'must be 8 to 15 digits with
 export const Amount = Type.Number({ minimum: 0.01, description: 'Major units (KES), more than 0, at most 2 decimals' });
 
 export const CreateMerchantBody = Type.Object({
-  login: Type.String({ format: 'email', maxLength: 254 }),
+  login: Type.String({
+    format: 'email',
+    maxLength: 254,
+    description: 'An email address a login code can be sent to (the rules of a message email address)',
+  }),
   password: Type.String({ minLength: 8, maxLength: 256 }),
   name: Type.String({ minLength: 1, maxLength: 200 }),
 });

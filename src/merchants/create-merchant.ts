@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/database.js';
-import { AppError, assertText } from '../http/errors.js';
+import { AppError, assertText, FieldChecks, validationError } from '../http/errors.js';
 import { openAccount } from '../ledger/ledger.js';
+import { isSendableAddress } from '../messaging/address.js';
 import { hashPassword } from '../security/passwords.js';
 
 export interface NewMerchant {
@@ -13,8 +14,14 @@ export interface NewMerchant {
 
 /** Registers a merchant account with its ledger account (operator API and CLI). */
 export async function createMerchant(ctx: AppContext, input: NewMerchant) {
-  assertText('name', input.name, 'name');
   const login = input.login.trim().toLowerCase();
+  const checks = new FieldChecks();
+  // The login is where the merchant's login codes go: an address the messaging API would take.
+  checks.run(() => {
+    if (!isSendableAddress(login)) throw validationError('login', 'must be an email address a login code can be sent to');
+  });
+  checks.run(() => assertText('name', input.name, 'name'));
+  checks.done();
   const passwordHash = await hashPassword(input.password);
   const id = randomUUID();
   const now = ctx.now();
