@@ -79,7 +79,7 @@ describe('merchant keys (CONTRACT §4)', () => {
     assert.equal(secrets.size, 3);
   });
 
-  test('a bad key name answers 422', async () => {
+  test('a bad key name, or a body that is not an object, answers 422 saying only what is wrong', async () => {
     for (const family of [SIGNING, MESSAGING]) {
       const before = (await list(family, alice.token)).body.length;
       for (const [name, message] of [
@@ -90,6 +90,11 @@ describe('merchant keys (CONTRACT §4)', () => {
         assertError(reply, 422, 'validation_failed', 'name');
         // Only what is wrong with the name: not the optional body's "must be null" or "anyOf".
         assert.deepEqual(reply.body.error.details, [{ field: 'name', message }], reply.text);
+      }
+      for (const raw of ['[]', '"Till 1"', '5', 'true']) {
+        const reply = await call(lipa.url, 'POST', family.path, { token: alice.token, raw });
+        assertError(reply, 422, 'validation_failed', 'body');
+        assert.deepEqual(reply.body.error.details, [{ field: 'body', message: 'must be an object' }], `${raw}: ${reply.text}`);
       }
       assert.equal((await list(family, alice.token)).body.length, before);
     }

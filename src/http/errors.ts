@@ -231,14 +231,19 @@ export function toAppError(error: FastifyError | Error): AppError {
     const anyOfAt = new Set(fastifyError.validation.filter((v) => v.keyword === 'anyOf').map((v) => v.instancePath));
     // An optional body or field (a choice of a schema or null) that is there but wrong: its
     // own complaints say what is wrong; "must be null" and "must match a schema in anyOf" do not.
+    const isNull = (v: { keyword: string; params: unknown }) => v.keyword === 'type' && (v.params as { type?: unknown }).type === 'null';
     const deeper = (path: string) =>
-      fastifyError.validation?.some((v) => v.instancePath.startsWith(`${path}/`) && v.keyword !== 'const') ?? false;
+      fastifyError.validation?.some(
+        (v) =>
+          (v.instancePath.startsWith(`${path}/`) && v.keyword !== 'const') ||
+          (v.instancePath === path && v.keyword !== 'anyOf' && v.keyword !== 'const' && !isNull(v)),
+      ) ?? false;
     const details: FieldError[] = [];
     for (const v of fastifyError.validation) {
       if (v.keyword === 'const' && anyOfAt.has(v.instancePath)) continue;
       if (anyOfAt.has(v.instancePath) && deeper(v.instancePath)) {
         if (v.keyword === 'anyOf') continue;
-        if (v.keyword === 'type' && (v.params as { type?: unknown }).type === 'null') continue;
+        if (isNull(v)) continue;
       }
       const missing = (v.params as { missingProperty?: string } | undefined)?.missingProperty;
       const choice = v.keyword === 'anyOf' ? choices.get(v.instancePath) : undefined;
