@@ -30,6 +30,11 @@ export const API_VERSION = '1.0.0';
 /** The methods whose requests Fastify reads a body for. */
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
 
+interface OptionalBody {
+  required?: boolean;
+  content?: Record<string, { schema?: { nullable?: boolean } }>;
+}
+
 export async function buildApp(ctx: AppContext): Promise<App> {
   const app = createServer(ctx.log, {
     messagingKeyValid: async (request) => (await messagingKeyOf(ctx, request)) !== null,
@@ -50,6 +55,14 @@ export async function buildApp(ctx: AppContext): Promise<App> {
       const body = !takesBody ? {} : route.config?.signed ? errors(413, 422) : errors(413, 415, 422);
       const unavailable = errors(503);
       return { schema: { ...schema, response: { ...unavailable, ...body, ...(schema.response as object) } }, url };
+    },
+    // @fastify/swagger marks every body required; a body that may be null may also be left out.
+    transformObject: (document) => {
+      if (!('openapiObject' in document)) return document.swaggerObject;
+      for (const operations of Object.values(document.openapiObject.paths ?? {}))
+        for (const operation of Object.values(operations as Record<string, { requestBody?: OptionalBody }>))
+          if (operation.requestBody?.content?.['application/json']?.schema?.nullable === true) operation.requestBody.required = false;
+      return document.openapiObject;
     },
     openapi: {
       openapi: '3.0.3',
