@@ -350,6 +350,9 @@ describe('payment request validation', () => {
     { name: 'relative callbackUrl', path: 'urls.callbackUrl', value: '/lipa/callback' },
     { name: 'ftp callbackUrl', path: 'urls.callbackUrl', value: 'ftp://duka.example/callback' },
     { name: 'javascript: callbackUrl', path: 'urls.callbackUrl', value: 'javascript:alert(1)' },
+    { name: 'callbackUrl with no host before its path', path: 'urls.callbackUrl', value: 'https:///lipa/callback' },
+    { name: 'callbackUrl with a backslash for its host', path: 'urls.callbackUrl', value: 'https://\\duka.example/callback' },
+    { name: 'callbackUrl on port 0', path: 'urls.callbackUrl', value: 'https://duka.example:0/callback' },
     { name: 'relative successRedirectUrl', path: 'urls.successRedirectUrl', value: '/thanks' },
     // Text: a reference is one line; free text may have line breaks, no other control characters.
     { name: 'orderId with a line feed', path: 'orderId', value: 'order-1\nX' },

@@ -174,6 +174,8 @@ describe('points of sale (endpoint 4)', () => {
       { field: 'resultUrl', label: 'an ftp:// URL', value: 'ftp://duka.example/result' },
       { field: 'resultUrl', label: 'a javascript: URL', value: 'javascript:alert(1)' },
       { field: 'resultUrl', label: 'a URL without a host', value: 'https://' },
+      { field: 'resultUrl', label: 'a URL with a path where its host should be', value: 'https:///result' },
+      { field: 'resultUrl', label: 'a URL on port 0', value: 'https://duka.example:0/result' },
       { field: 'serverUrl', label: 'an array', value: ['https://api.duka.example'] },
       { field: 'serverUrl', label: 'a relative URL', value: '//api.duka.example' },
       { field: 'serverUrl', label: 'an ftp:// URL', value: 'ftp://api.duka.example' },

@@ -31,9 +31,12 @@ export function assertHttpUrl(ctx: AppContext, field: string, value: string, cal
   } catch {
     throw validationError(field, 'must be an absolute http(s) URL');
   }
-  if ((url.protocol !== 'https:' && url.protocol !== 'http:') || url.hostname === '') {
+  // `http:///cb` and `http://\cb` parse, with the host `cb` the text does not show as one.
+  if ((url.protocol !== 'https:' && url.protocol !== 'http:') || url.hostname === '' || /^[a-z]+:\/\/[/\\]/i.test(value)) {
     throw validationError(field, 'must be an absolute http(s) URL');
   }
+  // Nothing listens on port 0: a callback there would go to the scheme's own port instead.
+  if (url.port === '0') throw validationError(field, 'must not use port 0');
   if (callbackTarget && ctx.config.env === 'production' && url.protocol !== 'https:') {
     throw validationError(field, 'must be an https URL in production');
   }
