@@ -277,14 +277,20 @@ describe('creating a payment and reading its status', () => {
     assert.ok(Date.parse(after.body.updatedAt) >= Date.parse(created.body.updatedAt));
   });
 
-  test('status: 404 for an unknown identifier, however long', async () => {
+  test('status: 404 for an unknown identifier, however long, which the answer does not repeat whole', async () => {
     for (const id of [`pay_${randomBytes(16).toString('hex')}`, `pay_${'x'.repeat(5000)}`]) {
       const reply = await statusOf(client, id);
       assert.equal(reply.status, 404, JSON.stringify(reply.body));
       assert.equal(reply.body.error.code, 'not_found');
+      assert.ok(reply.body.error.message.includes(id.slice(0, 36)), reply.body.error.message);
+      assert.ok(reply.body.error.message.length < 150, reply.body.error.message);
     }
     const log = await call(lipa.url, 'GET', `/api/v1/callbacks?paymentIdentifier=pay_${'x'.repeat(300)}`, { token: merchant.token });
     assert.equal(log.status, 404, log.text);
+    assert.ok(log.text.length < 300, log.text);
+    const path = await call(lipa.url, 'GET', `/api/v1/${'x'.repeat(5000)}`);
+    assert.equal(path.status, 404, path.text);
+    assert.ok(path.text.length < 300, path.text);
   });
 
   test("status: 404 for another merchant's payment, the same answer as for an unknown one", async () => {

@@ -1,5 +1,5 @@
 import type { AppContext } from '../context.js';
-import { AppError } from '../http/errors.js';
+import { AppError, shown } from '../http/errors.js';
 import { isoTime } from '../http/time.js';
 import type { CallbackEventView, DeliveryView } from './schemas.js';
 
@@ -15,7 +15,7 @@ export async function listCallbackEvents(ctx: AppContext, merchantId: string, pa
     .where('id', '=', paymentIdentifier)
     .where('merchant_id', '=', merchantId)
     .executeTakeFirst();
-  if (!payment) throw new AppError('not_found', `No payment ${paymentIdentifier}.`);
+  if (!payment) throw new AppError('not_found', `No payment ${shown(paymentIdentifier)}.`);
   const events = await ctx.store.db
     .selectFrom('callback_events')
     .selectAll()

@@ -1,6 +1,6 @@
 import type { AppContext } from '../context.js';
 import { lockedRead } from '../db/database.js';
-import { AppError } from '../http/errors.js';
+import { AppError, shown } from '../http/errors.js';
 
 /**
  * Sends a merchant's callback event again, with the same eventId, to every URL it has a
@@ -46,5 +46,5 @@ export async function redeliverEvent(ctx: AppContext, merchantId: string, eventI
     }
     return true;
   });
-  if (!found) throw new AppError('not_found', `No callback event ${eventId}.`);
+  if (!found) throw new AppError('not_found', `No callback event ${shown(eventId)}.`);
 }

@@ -105,6 +105,17 @@ export function assertText(field: string, value: string | undefined, kind: 'line
     );
 }
 
+/**
+ * A caller's identifier as an error message repeats it: whole up to 100 characters, else its
+ * start and an ellipsis, so that a 20,000-character id does not come back 20,000 long.
+ */
+export function shown(value: string): string {
+  if (value.length <= 100) return value;
+  const start = value.slice(0, 100);
+  // Not half of a surrogate pair at the cut.
+  return `${/[\ud800-\udbff]$/.test(start) ? start.slice(0, -1) : start}…`;
+}
+
 export function validationError(field: string, message: string): AppError {
   return new AppError('validation_failed', `${field} ${message}`, [{ field, message }]);
 }

@@ -5,7 +5,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyReply, type FastifyRequest
 import FindMyWay from 'find-my-way';
 import type { TSchema } from 'typebox';
 import { messagingReply } from '../messaging/responses.js';
-import { AppError, BODY_LIMIT, errorBody, errorHandler, sendError, validationError } from './errors.js';
+import { AppError, BODY_LIMIT, errorBody, errorHandler, sendError, shown, validationError } from './errors.js';
 import { parseStrictJson } from './json.js';
 import { ErrorResponse } from './schemas.js';
 import type { App } from './types.js';
@@ -94,7 +94,7 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
       const path = pathOf(request.url);
       // Endpoint 8 with an id that cannot be decoded: its api_key is checked first (401), as always.
       if (isMessagingPath(path) && request.method === 'GET' && path !== '/api/messages') return lookupWithBadId(request, reply);
-      const message = `No endpoint ${request.method} ${path}: the path is not valid percent-encoding.`;
+      const message = `No endpoint ${request.method} ${shown(path)}: the path is not valid percent-encoding.`;
       if (isMessagingPath(path)) return messagingReply.notFound(reply, message);
       sendError(reply, new AppError('not_found', message));
     },
@@ -204,8 +204,8 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
     const path = pathOf(request.url);
     const allowed = METHODS.filter((m) => known.find(m, path) !== null);
     if (allowed.length > 0) reply.header('allow', allowed.join(', '));
-    const hint = allowed.length > 0 ? ` ${path} takes ${allowed.join(', ')}.` : '';
-    const message = `No endpoint ${request.method} ${path}.${hint}`;
+    const hint = allowed.length > 0 ? ` ${shown(path)} takes ${allowed.join(', ')}.` : '';
+    const message = `No endpoint ${request.method} ${shown(path)}.${hint}`;
     if (isMessagingPath(path)) return messagingReply.notFound(reply, message);
     return sendError(reply, new AppError('not_found', message));
   };

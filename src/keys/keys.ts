@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { AppContext } from '../context.js';
-import { AppError } from '../http/errors.js';
+import { AppError, shown } from '../http/errors.js';
 import { isoTime } from '../http/time.js';
 import { randomId, randomSecret, sha256Hex } from '../security/tokens.js';
 
@@ -54,7 +54,7 @@ export async function revokeApiKey(ctx: AppContext, merchantId: string, keyId: s
     if (row && row.revoked_at === null) await tx.updateTable('api_keys').set({ revoked_at: now }).where('id', '=', keyId).execute();
     return row !== undefined;
   });
-  if (!found) throw new AppError('not_found', `No signing key ${keyId}.`);
+  if (!found) throw new AppError('not_found', `No signing key ${shown(keyId)}.`);
 }
 
 /** A messaging API key (the api_key header). Stored as SHA-256 only: it is never shown again. */
@@ -107,5 +107,5 @@ export async function revokeMessagingKey(ctx: AppContext, merchantId: string, id
     if (row && row.revoked_at === null) await tx.updateTable('messaging_keys').set({ revoked_at: now }).where('id', '=', id).execute();
     return row !== undefined;
   });
-  if (!found) throw new AppError('not_found', `No messaging key ${id}.`);
+  if (!found) throw new AppError('not_found', `No messaging key ${shown(id)}.`);
 }

@@ -4,7 +4,7 @@ import type { AppContext } from '../context.js';
 import { lockPhone, type Tx } from '../db/database.js';
 import { hotQuery } from '../db/hot-query.js';
 import type { PaymentTable } from '../db/schema.js';
-import { AppError, assertText, FieldChecks, validationError } from '../http/errors.js';
+import { AppError, assertText, FieldChecks, shown, validationError } from '../http/errors.js';
 import { CURRENCY, toMinorUnits } from '../ledger/money.js';
 import { assertHttpUrl } from '../pos/points-of-sale.js';
 import { randomId } from '../security/tokens.js';
@@ -95,7 +95,7 @@ export async function createPayment(ctx: AppContext, signer: Signer, body: Body)
       .where('s.merchant_id', '=', signer.merchantId),
   );
   const pos = rows[0];
-  if (!pos) throw new AppError('not_found', `No terminal ${body.terminalId} is registered to your merchant account.`);
+  if (!pos) throw new AppError('not_found', `No terminal ${shown(body.terminalId)} is registered to your merchant account.`);
   const payer = pos.payer_id === null ? undefined : { id: pos.payer_id };
   const print = fingerprint(body, amount);
   const now = ctx.now();
@@ -172,7 +172,7 @@ export async function findPayment(ctx: AppContext, signer: Signer, paymentIdenti
     return rows[0] && expiredIfDue(tx, rows[0], ctx.now());
   });
   signer.nonceRecorded = true;
-  if (!payment) throw new AppError('not_found', `No payment ${paymentIdentifier}.`);
+  if (!payment) throw new AppError('not_found', `No payment ${shown(paymentIdentifier)}.`);
   return payment;
 }
 

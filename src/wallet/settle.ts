@@ -1,6 +1,6 @@
 import type { AppContext } from '../context.js';
 import type { PaymentTable } from '../db/schema.js';
-import { AppError } from '../http/errors.js';
+import { AppError, shown } from '../http/errors.js';
 import { accountId, InsufficientFundsError, postDeposit, postTransaction } from '../ledger/ledger.js';
 import { claimMove, emitStatusChange, movePayment } from '../payments/transitions.js';
 import { testPayerOf } from './staging-payers.js';
@@ -67,7 +67,7 @@ export async function settlePayment(
       .where('id', '=', paymentId)
       .where('payer_id', '=', payerId)
       .executeTakeFirst();
-    if (!own) throw new AppError('not_found', `No payment ${paymentId} for this wallet.`);
+    if (!own) throw new AppError('not_found', `No payment ${shown(paymentId)} for this wallet.`);
     // Still pending on record, past its expiry: the sweep has not come yet.
     const now = own.status === 'pending' ? 'expired' : own.status;
     throw new AppError('payment_not_pending', `Payment ${paymentId} can no longer be answered: it is ${now}.`);
