@@ -362,6 +362,7 @@ describe('payment request validation', () => {
     { name: 'relative successRedirectUrl', path: 'urls.successRedirectUrl', value: '/thanks' },
     // Text: a reference is one line; free text may have line breaks, no other control characters.
     { name: 'orderId with a line feed', path: 'orderId', value: 'order-1\nX' },
+    { name: 'orderId of spaces only', path: 'orderId', value: '   ' },
     { name: 'orderId with a NUL-like control character', path: 'orderId', value: 'order-1\u0007' },
     { name: 'orderId with a Unicode line separator', path: 'orderId', value: 'order-1\u2028X' },
     { name: 'description with an escape character', path: 'description', value: 'Two\u001b[2J items' },

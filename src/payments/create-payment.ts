@@ -27,7 +27,7 @@ function validate(ctx: AppContext, body: Body): number {
       throw validationError('currency', `is not supported (supported: ${SUPPORTED_CURRENCIES.join(', ')})`);
   });
   const amount = checks.run(() => toMinorUnits('amount', body.amount, MAX_PAYMENT));
-  checks.run(() => assertText('orderId', body.orderId, 'line'));
+  checks.run(() => assertText('orderId', body.orderId, 'name'));
   checks.run(() => assertText('description', body.description, 'text'));
   checks.run(() => {
     if (body.merchantStika === undefined) return;

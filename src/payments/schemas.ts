@@ -10,7 +10,7 @@ export const CreatePaymentBody = Type.Object({
   orderId: Type.String({
     minLength: 1,
     maxLength: 128,
-    description: 'One line: no control characters; with terminalId, the idempotency key',
+    description: 'One line, not only spaces: no control characters; with terminalId, the idempotency key',
   }),
   description: Type.Optional(Type.String({ maxLength: 500, description: 'Free text: no control characters but tab and line breaks' })),
   payer: Type.Object({
