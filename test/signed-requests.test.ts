@@ -237,9 +237,20 @@ describe('signed requests: every check of CONTRACT §5, each its own 403', () =>
     }
   });
 
-  test('a timestamp that is not whole Unix seconds → 403 stale_timestamp, even when signed', async () => {
+  test('a timestamp that is not whole Unix seconds, as written by String(), → 403 stale_timestamp, even when signed', async () => {
     const now = nowSeconds();
-    const values = ['soon', `${now}.0`, `${now}abc`, `+${now}`, `-${now}`, `0x${now.toString(16)}`, '1.7e9', String(Date.now())];
+    const values = [
+      'soon',
+      `${now}.0`,
+      `${now}abc`,
+      `+${now}`,
+      `-${now}`,
+      `0x${now.toString(16)}`,
+      '1.7e9',
+      String(Date.now()),
+      `0${now}`,
+      `${'0'.repeat(200)}${now}`,
+    ];
     for (const value of values) {
       // signRequest stringifies its timestamp; build the signature over the exact header text.
       const headers = signedHeaders(lipa.url, key, { path: STATUS, body: statusBody() });

@@ -101,7 +101,7 @@ export function verifyCallback(input: VerifyCallbackInput): boolean {
   const timestamp = header(SIGNATURE_HEADERS.timestamp);
   const hash = header(SIGNATURE_HEADERS.hash);
   const signature = header(SIGNATURE_HEADERS.signature);
-  if (!keyId || !nonce || !timestamp || !hash || !signature || !/^[0-9]{1,12}$/.test(timestamp)) return false;
+  if (!keyId || !nonce || !timestamp || !hash || !signature || !/^[1-9][0-9]{0,11}$/.test(timestamp)) return false;
   const now = input.now ?? Math.floor(Date.now() / 1000);
   if (Math.abs(now - Number(timestamp)) > (input.toleranceSeconds ?? 300)) return false;
   if (!digestEquals(bodyHash(input.secret, input.body), hash)) return false;

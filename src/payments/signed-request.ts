@@ -120,8 +120,11 @@ export function signedRequests(ctx: AppContext) {
 
     const now = ctx.now();
     // In whole seconds, as the header is: 300 s either way of the server's current second.
-    if (!/^[0-9]{1,12}$/.test(timestamp) || Math.abs(Math.floor(now / 1000) - Number(timestamp)) > TIMESTAMP_WINDOW_SECONDS) {
-      throw refuse('stale_timestamp', `X-Service-Timestamp must be Unix seconds within ${TIMESTAMP_WINDOW_SECONDS} s of the server clock.`);
+    if (!/^[1-9][0-9]{0,11}$/.test(timestamp) || Math.abs(Math.floor(now / 1000) - Number(timestamp)) > TIMESTAMP_WINDOW_SECONDS) {
+      throw refuse(
+        'stale_timestamp',
+        `X-Service-Timestamp must be Unix seconds (decimal digits, no leading zero) within ${TIMESTAMP_WINDOW_SECONDS} s of the server clock.`,
+      );
     }
     // CONTRACT §5: 12 to 128 characters, no control characters (C0, DEL, C1). A header's bytes
     // above 0x7F are read here as one Latin-1 character each: é sent as the byte E9 (as fetch
