@@ -239,6 +239,7 @@ describe('operator API (CONTRACT §2)', () => {
       ['balance', { balance: -1 }],
       ['balance', { balance: -0.01 }],
       ['balance', { balance: 10.123 }],
+      ['balance', { balance: 10_000_000.01 }],
       ['balance', { balance: '100' }],
       ['name', { name: '' }],
       ['name', { name: ' \t ' }],
@@ -336,7 +337,7 @@ describe('operator API (CONTRACT §2)', () => {
     assert.equal(await walletBalance(lipa, unknown), undefined);
 
     const payer = await createPayer(lipa, { balance: 50 });
-    for (const amount of [0, -1, -0.01, 1.234, 0.001, '10', null, true]) {
+    for (const amount of [0, -1, -0.01, 1.234, 0.001, 10_000_000.01, '10', null, true]) {
       assertError(await depositTo(lipa, payer.phone, amount), 422, 'validation_failed', 'amount');
     }
     assertError(await admin(lipa, 'POST', `/api/v1/admin/payers/${payer.phone}/deposits`, {}), 422, 'validation_failed', 'amount');

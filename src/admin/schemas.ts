@@ -1,11 +1,16 @@
 import { Type } from 'typebox';
 import { LimitParam } from '../http/pagination.js';
 import { patternString } from '../http/schemas.js';
+import { MAX_DEPOSIT } from '../payers/payers.js';
 
 export const Phone = patternString('^[0-9]{8,15}$', 'must be 8 to 15 digits with the country code, no plus sign', {
   description: 'Digits with country code, no plus sign',
 });
-export const Amount = Type.Number({ minimum: 0.01, description: 'Major units (KES), more than 0, at most 2 decimals' });
+export const Amount = Type.Number({
+  minimum: 0.01,
+  maximum: MAX_DEPOSIT,
+  description: 'Major units (KES), more than 0, at most 10,000,000, at most 2 decimals',
+});
 
 export const CreateMerchantBody = Type.Object({
   login: Type.String({
@@ -28,7 +33,9 @@ export const CreatePayerBody = Type.Object({
   phone: { ...Phone, description: 'Digits starting with the country calling code (254 for Kenya), no plus sign' },
   name: Type.String({ minLength: 1, maxLength: 200 }),
   pin: patternString('^[0-9]{4,6}$', 'must be 4 to 6 digits', { description: 'Wallet PIN, 4 to 6 digits' }),
-  balance: Type.Optional(Type.Number({ minimum: 0, description: 'Starting balance in major units: 0 to 10,000,000, at most 2 decimals' })),
+  balance: Type.Optional(
+    Type.Number({ minimum: 0, maximum: MAX_DEPOSIT, description: 'Starting balance in major units: 0 to 10,000,000, at most 2 decimals' }),
+  ),
 });
 export const PayerResponse = Type.Object({ payerId: Type.String(), phone: Type.String(), balance: Type.Number() });
 export const PayerListed = Type.Object({
