@@ -258,7 +258,10 @@ export function toAppError(error: FastifyError | Error): AppError {
       }
       const missing = (v.params as { missingProperty?: string } | undefined)?.missingProperty;
       const choice = v.keyword === 'anyOf' ? choices.get(v.instancePath) : undefined;
-      const message = missing ? 'is required' : choice ? oneOf(choice) : plainMessage(v);
+      // A query value is always text, unless the parameter came twice (`?limit=1&limit=2`).
+      const repeated =
+        fastifyError.validationContext === 'querystring' && v.keyword === 'type' && (v.params as { type?: unknown }).type === 'string';
+      const message = missing ? 'is required' : choice ? oneOf(choice) : repeated ? 'must be given once' : plainMessage(v);
       const field = fieldOf(v.instancePath, missing);
       // The same complaint about the same field (two checks of one rule) is said once.
       if (!details.some((d) => d.field === field && d.message === message)) details.push({ field, message });

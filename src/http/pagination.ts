@@ -7,7 +7,7 @@ export const DEFAULT_LIMIT = 50;
 
 /** The `limit` query parameter of the list endpoints: 1 to 200, default 50 (422 outside). */
 export const LimitParam = Type.Optional(
-  patternString('^[0-9]{1,3}$', 'must be a whole number', {
+  patternString('^[0-9]{1,3}$', `must be a whole number from 1 to ${MAX_LIMIT}`, {
     description: `How many, newest first: 1 to ${MAX_LIMIT}; default ${DEFAULT_LIMIT}`,
   }),
 );
