@@ -1,7 +1,7 @@
 import { Type } from 'typebox';
 import { LimitParam } from '../http/pagination.js';
 import { patternString } from '../http/schemas.js';
-import { MAX_DEPOSIT } from '../payers/payers.js';
+import { MAX_DEPOSIT } from '../ledger/money.js';
 
 export const Phone = patternString('^[0-9]{8,15}$', 'must be 8 to 15 digits with the country code, no plus sign', {
   description: 'Digits with country code, no plus sign',
@@ -13,10 +13,10 @@ export const Amount = Type.Number({
 });
 
 export const CreateMerchantBody = Type.Object({
+  // Checked in code by the messaging API's own rule (isSendableAddress), which takes IDN domains.
   login: Type.String({
-    format: 'email',
     maxLength: 254,
-    description: 'An email address a login code can be sent to (the rules of a message email address)',
+    description: 'An email address a login code can be sent to (the rules of a message email address); trimmed and lower-cased',
   }),
   password: Type.String({ minLength: 8, maxLength: 256 }),
   name: Type.String({ minLength: 1, maxLength: 200 }),
@@ -30,7 +30,7 @@ export const MerchantListed = Type.Object({
 });
 
 export const CreatePayerBody = Type.Object({
-  phone: { ...Phone, description: 'Digits starting with the country calling code (254 for Kenya), no plus sign' },
+  phone: { ...Phone, description: 'The international number as digits, no plus sign, no trunk 0: 254712345678' },
   name: Type.String({ minLength: 1, maxLength: 200 }),
   pin: patternString('^[0-9]{4,6}$', 'must be 4 to 6 digits', { description: 'Wallet PIN, 4 to 6 digits' }),
   balance: Type.Optional(

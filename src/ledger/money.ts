@@ -22,3 +22,6 @@ export function toMinorUnits(field: string, amount: number, max: number): number
 export function fromMinorUnits(minor: number): number {
   return Number((minor / 100).toFixed(2));
 }
+
+/** The largest single deposit or starting balance, in major units. */
+export const MAX_DEPOSIT = 10_000_000;

@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
+import { parsePhoneNumberFromString } from 'libphonenumber-js';
 import type { AppContext } from '../context.js';
 import type { Tx } from '../db/database.js';
 import { isUniqueViolation, lockPhone } from '../db/database.js';
 import { AppError, assertText, FieldChecks, validationError } from '../http/errors.js';
 import { isoTime } from '../http/time.js';
 import { accountId, balanceOf, openAccount, postDeposit } from '../ledger/ledger.js';
-import { CURRENCY, fromMinorUnits, toMinorUnits } from '../ledger/money.js';
-import { splitPhone } from '../notifier/notifier.js';
+import { CURRENCY, fromMinorUnits, MAX_DEPOSIT, toMinorUnits } from '../ledger/money.js';
 import { movePayment } from '../payments/transitions.js';
 import { hashPassword } from '../security/passwords.js';
 import { paymentPrompt } from '../wallet/prompt.js';
@@ -31,9 +31,6 @@ async function claimWaitingPayments(ctx: AppContext, tx: Tx, payerId: string, ph
   }
 }
 
-/** The largest single deposit or starting balance, in major units. */
-export const MAX_DEPOSIT = 10_000_000;
-
 export interface NewPayer {
   phone: string;
   name: string;
@@ -49,8 +46,9 @@ export async function createPayer(ctx: AppContext, input: NewPayer) {
   const checks = new FieldChecks();
   // The wallet's phone is where its login codes and payment prompts go, as an SMS.
   checks.run(() => {
-    if (splitPhone(input.phone).countryCode === '')
-      throw validationError('phone', 'must start with a country calling code (254 for Kenya), not a trunk 0');
+    // As an SMSC routes it: a known calling code, then the national number without its trunk 0.
+    if (parsePhoneNumberFromString(`+${input.phone}`)?.number !== `+${input.phone}`)
+      throw validationError('phone', 'must be the international number: calling code and national number, no trunk 0 (254712345678)');
   });
   checks.run(() => assertText('name', input.name, 'name'));
   checks.done();
