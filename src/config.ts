@@ -219,6 +219,8 @@ function publicBaseUrl(value: string | undefined, production: boolean): string |
     throw new ConfigError('PUBLIC_BASE_URL must be an http(s) URL');
   }
   if (production && url.protocol !== 'https:') throw new ConfigError('PUBLIC_BASE_URL must be an https URL in production');
+  // Merchants would sign with :0, and every paymentUrl would point at a port nothing listens on.
+  if (url.port === '0') throw new ConfigError('PUBLIC_BASE_URL must not use port 0');
   // Merchants sign `https://{host}`: an origin, nothing after it (a path would be dropped unseen).
   if (url.href !== `${url.origin}/`) {
     throw new ConfigError(

@@ -173,7 +173,10 @@ describe('dashboard and console API', () => {
       }
       // Said in words that fit: not "must be a string" for a parameter sent twice.
       assert.deepEqual((await list('?limit=1&limit=2')).body.error.details, [{ field: 'limit', message: 'must be given once' }]);
-      assert.deepEqual((await list('?limit=-1')).body.error.details, [{ field: 'limit', message: 'must be a whole number from 1 to 200' }]);
+      for (const bad of ['-1', '0', '500'])
+        assert.deepEqual((await list(`?limit=${bad}`)).body.error.details, [
+          { field: 'limit', message: 'must be a whole number from 1 to 200' },
+        ]);
       const lost = await list('?status=lost');
       assertError(lost, 422, 'validation_failed', 'status');
       assert.deepEqual(lost.body.error.details, [

@@ -294,6 +294,13 @@ describe('HTTP hygiene', () => {
     });
     assert.equal(latin1.status, 415, latin1.text);
     assert.equal(latin1.body.error.code, 'unsupported_media_type');
+    // The answer names the charset, but not 10,000 characters of it.
+    const long = await call(lipa.url, 'POST', '/api/v1/authorization', {
+      raw: body,
+      headers: { 'content-type': `application/json; charset=x${'y'.repeat(10_000)}` },
+    });
+    assert.equal(long.status, 415, long.text);
+    assert.ok(long.body.error.message.includes('xyyy') && long.text.length < 400, long.text);
     for (const type of [
       'application/json; charset=utf-8',
       'application/json; charset=UTF-8',

@@ -190,10 +190,11 @@ describe('the service process', () => {
     assert.match(result.stderr, /PORT must be/);
   });
 
-  test('PORT and MOCK_PORT alike, or a PUBLIC_BASE_URL with a path, are refused with one line', () => {
+  test('PORT and MOCK_PORT alike, or a PUBLIC_BASE_URL with a path or on port 0, are refused with one line', () => {
     for (const [env, why] of [
       [{ PORT: '18777', MOCK_PORT: '18777' }, /PORT and MOCK_PORT must differ/],
       [{ PUBLIC_BASE_URL: 'https://pay.example.com/api/' }, /PUBLIC_BASE_URL must be an origin only/],
+      [{ PUBLIC_BASE_URL: 'https://pay.example.com:0' }, /PUBLIC_BASE_URL must not use port 0/],
     ] as const) {
       const result = runToExit({ ...env, DATABASE_URL: 'file::memory:' });
       assert.equal(result.status, 1, result.stderr);

@@ -106,12 +106,12 @@ export function assertText(field: string, value: string | undefined, kind: 'line
 }
 
 /**
- * A caller's identifier as an error message repeats it: whole up to 100 characters, else its
+ * A caller's value as an error message repeats it: whole up to `max` characters, else its
  * start and an ellipsis, so that a 20,000-character id does not come back 20,000 long.
  */
-export function shown(value: string): string {
-  if (value.length <= 100) return value;
-  const start = value.slice(0, 100);
+export function shown(value: string, max = 100): string {
+  if (value.length <= max) return value;
+  const start = value.slice(0, max);
   // Not half of a surrogate pair at the cut.
   return `${/[\ud800-\udbff]$/.test(start) ? start.slice(0, -1) : start}…`;
 }
@@ -243,12 +243,15 @@ export function toAppError(error: FastifyError | Error): AppError {
     // An optional body or field (a choice of a schema or null) that is there but wrong: its
     // own complaints say what is wrong; "must be null" and "must match a schema in anyOf" do not.
     const isNull = (v: { keyword: string; params: unknown }) => v.keyword === 'type' && (v.params as { type?: unknown }).type === 'null';
+    const errors = fastifyError.validation;
+    const nullable = (path: string) => errors.some((v) => v.instancePath === path && isNull(v));
     const deeper = (path: string) =>
-      fastifyError.validation?.some(
+      errors.some(
         (v) =>
           (v.instancePath.startsWith(`${path}/`) && v.keyword !== 'const') ||
-          (v.instancePath === path && v.keyword !== 'anyOf' && v.keyword !== 'const' && !isNull(v)),
-      ) ?? false;
+          // Of a choice of something or null, the something's own complaint at the same place.
+          (nullable(path) && v.instancePath === path && v.keyword !== 'anyOf' && v.keyword !== 'const' && !isNull(v)),
+      );
     const details: FieldError[] = [];
     for (const v of fastifyError.validation) {
       if (v.keyword === 'const' && anyOfAt.has(v.instancePath)) continue;

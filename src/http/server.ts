@@ -167,16 +167,16 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
       const charset = CHARSET.exec(request.headers['content-type'] ?? '')?.[1];
       if (charset !== undefined && !UTF8_NAMES.has(charset.replace(/^"(.*)"$/, '$1').toLowerCase())) {
         throw request.routeOptions.config.signed
-          ? new AppError('invalid_json', `The body must be JSON in UTF-8, not ${charset}.`)
-          : new AppError('unsupported_media_type', `Send the body as application/json in UTF-8, not ${charset}.`);
+          ? new AppError('invalid_json', `The body must be JSON in UTF-8, not ${shown(charset)}.`)
+          : new AppError('unsupported_media_type', `Send the body as application/json in UTF-8, not ${shown(charset)}.`);
       }
       // A compressed body is not read as if it were plain (RFC 9110 §8.4: 415 for a coding the
       // server does not take).
       const coding = request.headers['content-encoding']?.trim().toLowerCase();
       if (coding !== undefined && coding !== '' && coding !== 'identity') {
         throw request.routeOptions.config.signed
-          ? new AppError('invalid_json', `The body must be plain JSON, not ${coding}-encoded.`)
-          : new AppError('unsupported_media_type', `Content-Encoding ${coding} is not supported: send the body uncompressed.`);
+          ? new AppError('invalid_json', `The body must be plain JSON, not ${shown(coding)}-encoded.`)
+          : new AppError('unsupported_media_type', `Content-Encoding ${shown(coding)} is not supported: send the body uncompressed.`);
       }
       done(null, parseStrictJson(body));
     } catch (error) {

@@ -1,6 +1,7 @@
 import type { FastifyReply } from 'fastify';
 import { type TSchema, Type } from 'typebox';
 import type { MessageTable } from '../db/schema.js';
+import { shown } from '../http/errors.js';
 import { isoTime } from '../http/time.js';
 
 /**
@@ -38,7 +39,7 @@ export const messagingReply = {
       .type('application/json; charset=utf-8')
       .send(
         JSON.stringify(
-          `The recipient email address is invalid: ${address.length > 320 ? `${address.slice(0, 320)}…` : address}${
+          `The recipient email address is invalid: ${shown(address, 320)}${
             storedId ? ` (the mail server refused it; message ${storedId})` : ''
           }`,
         ),
