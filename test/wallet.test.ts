@@ -471,6 +471,35 @@ describe('wallet: PIN', () => {
     assert.equal((await decline(lipa, token, payment.paymentIdentifier)).status, 200);
   });
 
+  test('PIN checks counted but never judged (the service stopped mid-check) lock approvals for 15 minutes, not for ever', async () => {
+    const payer = await createPayer(lipa, { pin: '1357', balance: 100 });
+    const token = await payerToken(lipa, payer);
+    const payment = await pay(s, receiver, payer.phone, 10);
+    const row = () => lipa.ctx.store.db.selectFrom('payers').select(['pin_failures', 'pin_locked_until']).where('phone', '=', payer.phone);
+    // What a crash between counting an attempt and writing its outcome leaves, five times
+    // over: the count at the limit, and no lock.
+    await lipa.ctx.store.write((tx) =>
+      tx.updateTable('payers').set({ pin_failures: 5, pin_locked_until: 0 }).where('phone', '=', payer.phone).execute(),
+    );
+    const locked = await accept(lipa, token, payment.paymentIdentifier, '1357');
+    assert.equal(locked.status, 403, locked.text);
+    assert.equal(locked.body.error.code, 'pin_locked');
+    const retryAfter = Number(locked.headers.get('retry-after'));
+    assert.ok(retryAfter > 14 * 60 && retryAfter <= 15 * 60, `a real lock, with its end: Retry-After ${retryAfter}`);
+    const stored = await row().executeTakeFirstOrThrow();
+    assert.equal(stored.pin_failures, 0);
+    assert.ok(stored.pin_locked_until > Date.now() + 14 * 60_000, `locked until ${stored.pin_locked_until}`);
+    // When the lock has run out (moved into the past here), the right PIN approves.
+    await lipa.ctx.store.write((tx) =>
+      tx
+        .updateTable('payers')
+        .set({ pin_locked_until: Date.now() - 1 })
+        .where('phone', '=', payer.phone)
+        .execute(),
+    );
+    assert.deepEqual((await accept(lipa, token, payment.paymentIdentifier, '1357')).body, { status: 'paid' });
+  });
+
   test('wrong PINs sent concurrently cannot get past the lock: at most 5 guesses are judged', async () => {
     const payer = await createPayer(lipa, { pin: '8642', balance: 100 });
     const token = await payerToken(lipa, payer);

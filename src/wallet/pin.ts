@@ -35,15 +35,26 @@ export function assertPin(ctx: AppContext, payerId: string, pin: string): Promis
 
 async function checkPin(ctx: AppContext, payerId: string, pin: string): Promise<void> {
   const now = ctx.now();
-  const attempt = await ctx.store.write((tx) =>
-    tx
+  const attempt = await ctx.store.write(async (tx) => {
+    const counted = await tx
       .updateTable('payers')
       .set({ pin_failures: sql`pin_failures + 1` })
       .where('id', '=', payerId)
       .where('pin_locked_until', '<=', now)
       .returning(['pin_failures', 'pin_hash'])
-      .executeTakeFirst(),
-  );
+      .executeTakeFirst();
+    // More attempts counted than judged: checks whose outcome was never written (the service
+    // stopped between counting and judging, or another instance's are under way). They count
+    // as wrong PINs, and lock approvals like them, for PIN_LOCK_MS, after which the count
+    // starts again. Without the lock's end the payer would be refused forever.
+    if (counted && counted.pin_failures > MAX_PIN_FAILURES)
+      await tx
+        .updateTable('payers')
+        .set({ pin_failures: 0, pin_locked_until: now + PIN_LOCK_MS })
+        .where('id', '=', payerId)
+        .execute();
+    return counted;
+  });
   if (!attempt || attempt.pin_failures > MAX_PIN_FAILURES) throw await locked(ctx, payerId, now);
   if (await verifyPassword(pin, attempt.pin_hash)) {
     await ctx.store.write((tx) => tx.updateTable('payers').set({ pin_failures: 0 }).where('id', '=', payerId).execute());
