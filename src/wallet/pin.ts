@@ -23,59 +23,58 @@ function oneAtATime<T>(key: string, task: () => Promise<T>): Promise<T> {
 }
 
 /**
- * Checks a payer's PIN before an approval. Parallel guesses cannot slip past the lock: the
- * checks of one payer run one at a time in a process, and each attempt is counted in the
- * database (atomically) before the PIN is checked, so across instances too at most a few
- * more than MAX_PIN_FAILURES wrong PINs are ever checked; then approvals are locked for
- * PIN_LOCK_MS. A right PIN resets the count.
+ * Checks a payer's PIN before an approval. The verdict is given only once it is written: the
+ * PIN is judged first, then the attempt and its outcome are recorded in one conditional
+ * update that only an unlocked payer matches (a wrong PIN counts one; the 5th sets the lock
+ * and starts the count again; a right PIN clears the count). A guess that finds the payer
+ * locked by then learns nothing of its verdict, so however many run in parallel, on however
+ * many instances, at most MAX_PIN_FAILURES wrong PINs are told per lock. A check cut short
+ * (the service stopped while judging) wrote nothing and told nothing: it counts as nothing,
+ * and no state is left half-written. The checks of one payer still run one at a time in a
+ * process, so that parallel guesses do not each cost an scrypt while the lock falls.
  */
 export function assertPin(ctx: AppContext, payerId: string, pin: string): Promise<void> {
   return oneAtATime(payerId, () => checkPin(ctx, payerId, pin));
 }
 
 async function checkPin(ctx: AppContext, payerId: string, pin: string): Promise<void> {
+  const payer = await ctx.store.db
+    .selectFrom('payers')
+    .select(['pin_hash', 'pin_locked_until'])
+    .where('id', '=', payerId)
+    .executeTakeFirstOrThrow();
+  if (payer.pin_locked_until > ctx.now()) throw await locked(ctx, payerId);
+  const right = await verifyPassword(pin, payer.pin_hash);
   const now = ctx.now();
-  const attempt = await ctx.store.write(async (tx) => {
-    const counted = await tx
+  const lockUntil = now + PIN_LOCK_MS;
+  const reachesLimit = sql<boolean>`pin_failures + 1 >= ${MAX_PIN_FAILURES}`;
+  const recorded = await ctx.store.write((tx) =>
+    tx
       .updateTable('payers')
-      .set({ pin_failures: sql`pin_failures + 1` })
+      .set(
+        right
+          ? { pin_failures: 0 }
+          : {
+              pin_failures: sql`case when ${reachesLimit} then 0 else pin_failures + 1 end`,
+              pin_locked_until: sql`case when ${reachesLimit} then ${lockUntil} else pin_locked_until end`,
+            },
+      )
       .where('id', '=', payerId)
       .where('pin_locked_until', '<=', now)
-      .returning(['pin_failures', 'pin_hash'])
-      .executeTakeFirst();
-    // More attempts counted than judged: checks whose outcome was never written (the service
-    // stopped between counting and judging, or another instance's are under way). They count
-    // as wrong PINs, and lock approvals like them, for PIN_LOCK_MS, after which the count
-    // starts again. Without the lock's end the payer would be refused forever.
-    if (counted && counted.pin_failures > MAX_PIN_FAILURES)
-      await tx
-        .updateTable('payers')
-        .set({ pin_failures: 0, pin_locked_until: now + PIN_LOCK_MS })
-        .where('id', '=', payerId)
-        .execute();
-    return counted;
-  });
-  if (!attempt || attempt.pin_failures > MAX_PIN_FAILURES) throw await locked(ctx, payerId, now);
-  if (await verifyPassword(pin, attempt.pin_hash)) {
-    await ctx.store.write((tx) => tx.updateTable('payers').set({ pin_failures: 0 }).where('id', '=', payerId).execute());
-    return;
-  }
-  if (attempt.pin_failures >= MAX_PIN_FAILURES) {
-    await ctx.store.write((tx) =>
-      tx
-        .updateTable('payers')
-        .set({ pin_failures: 0, pin_locked_until: now + PIN_LOCK_MS })
-        .where('id', '=', payerId)
-        .execute(),
-    );
-    throw new AppError('invalid_pin', 'Wrong PIN; approvals are now locked for 15 minutes.');
-  }
-  const left = MAX_PIN_FAILURES - attempt.pin_failures;
+      .returning(['pin_failures', 'pin_locked_until'])
+      .executeTakeFirst(),
+  );
+  // Locked meanwhile (by guesses judged alongside): no verdict, right or wrong.
+  if (!recorded) throw await locked(ctx, payerId);
+  if (right) return;
+  if (recorded.pin_locked_until > now) throw new AppError('invalid_pin', 'Wrong PIN; approvals are now locked for 15 minutes.');
+  const left = MAX_PIN_FAILURES - recorded.pin_failures;
   // The payer is warned before the lock, not only once it has fallen.
   throw new AppError('invalid_pin', `Wrong PIN; ${left} more wrong PIN${left === 1 ? '' : 's'} and approvals are locked for 15 minutes.`);
 }
 
-async function locked(ctx: AppContext, payerId: string, now: number): Promise<AppError> {
+async function locked(ctx: AppContext, payerId: string): Promise<AppError> {
+  const now = ctx.now();
   const payer = await ctx.store.db.selectFrom('payers').select('pin_locked_until').where('id', '=', payerId).executeTakeFirstOrThrow();
   const seconds = Math.max(1, Math.ceil((payer.pin_locked_until - now) / 1000));
   return new AppError('pin_locked', `Too many wrong PINs; approvals are locked for ${seconds} s.`, undefined, {
