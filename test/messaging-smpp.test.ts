@@ -315,6 +315,33 @@ describe('an SMSC that reuses message ids, sends duplicate receipts, and passes 
   });
 });
 
+describe('an SMSC that gives an id again (its counter restarted) while an older message with it waits for its receipt', () => {
+  test('the receipt settles the message last given the id; the older one, and a duplicate receipt, leave each other alone', async () => {
+    const peer = await startSmppPeer();
+    const lipa = await startLipa({ SMPP_URL: peer.url });
+    try {
+      const key = (await messagingKey(lipa, (await merchantSession(lipa)).token)).apiKey;
+      const receipt = (stat: string) =>
+        peer.deliver({ esm_class: 0x04, short_message: `id:again-1 sub:001 dlvrd:000 stat:${stat} err:000 text:` });
+      peer.fixedMessageId = 'again-1';
+      const older = (await send(lipa, key, sms({ content: 'Older: its receipt never comes.' }))).body.data.id as string;
+      assert.equal((await waitForStatus(lipa, key, older, ['sent'])).status, 'sent');
+      const newer = (await send(lipa, key, sms({ content: 'Newer: given the same id.' }))).body.data.id as string;
+      assert.equal((await waitForStatus(lipa, key, newer, ['sent'])).status, 'sent');
+      assert.equal(await receipt('DELIVRD'), 0);
+      assert.equal((await waitForStatus(lipa, key, newer, ['delivered', 'failed'])).status, 'delivered');
+      // The newer one's duplicate receipt is kept, and matched every second: never the older one's.
+      assert.equal(await receipt('UNDELIV'), 0);
+      await sleep(2_500);
+      assert.equal((await lookup(lipa, key, older)).body.data.status, 'sent');
+      assert.equal((await lookup(lipa, key, newer)).body.data.status, 'delivered');
+    } finally {
+      await lipa.close();
+      await peer.close();
+    }
+  });
+});
+
 describe("a merchant's backlog larger than the worker holds at once", () => {
   test('512 merchant messages on the wire to a slow SMSC, 188 more queued: a login code still goes out at once', async () => {
     // Each submit_sm is answered 5 s late, so nothing of the backlog moves during the test.

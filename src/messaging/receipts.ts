@@ -107,6 +107,16 @@ export class Receipts {
       .where('m.status', 'in', ['sent', 'queued'])
       // Never a receipt from before the message was even accepted (see overtaken).
       .whereRef('e.received_at', '>=', 'm.created_at')
+      // Only the message last given the id (see record): not an older one still waiting.
+      .where('m.id', '=', (eb) =>
+        eb
+          .selectFrom('messages as n')
+          .select('n.id')
+          .whereRef('n.provider_id', '=', 'e.provider_id')
+          .orderBy('n.updated_at', 'desc')
+          .orderBy('n.id', 'desc')
+          .limit(1),
+      )
       .limit(200)
       .execute();
     for (const row of due) {
@@ -141,10 +151,25 @@ export class Receipts {
           ? `The SMS centre reported it not delivered: ${detail}.`
           : 'The SMS centre reported it not delivered.';
     const set = { status, last_error: detail, failure_reason: reason, updated_at: now };
+    // An SMSC's ids repeat (many count from 1 again after a restart): a receipt is for the
+    // message last given its id, and only for that one, settled or not; an older message with
+    // the same id whose own receipt never came stays as it is.
     const updated =
       messageId === undefined
-        ? await hotQuery(tx, 'messages.receipt', [status, detail, reason, now, receipt.providerId, 'sent', 'queued'], () =>
-            tx.updateTable('messages').set(set).where('provider_id', '=', receipt.providerId).where('status', 'in', ['sent', 'queued']),
+        ? await hotQuery(tx, 'messages.receipt', [status, detail, reason, now, receipt.providerId, 1, 'sent', 'queued'], () =>
+            tx
+              .updateTable('messages')
+              .set(set)
+              .where('id', '=', (eb) =>
+                eb
+                  .selectFrom('messages')
+                  .select('id')
+                  .where('provider_id', '=', receipt.providerId)
+                  .orderBy('updated_at', 'desc')
+                  .orderBy('id', 'desc')
+                  .limit(1),
+              )
+              .where('status', 'in', ['sent', 'queued']),
           )
         : await tx
             .updateTable('messages')
