@@ -14,6 +14,10 @@ import { type SmppPeer, startSmppPeer } from './helpers/smpp-peer.js';
  * dropped connection re-established.
  */
 
+/** A delivery receipt (deliver_sm, esm_class 4) from the peer for its message `id`, in the usual text shape. */
+const receiptFrom = (peer: SmppPeer, id: string, stat: string) =>
+  peer.deliver({ esm_class: 0x04, short_message: `id:${id} sub:001 dlvrd:000 stat:${stat} err:000 text:` });
+
 describe("delivery receipts that overtake the submission, over another instance's bind", () => {
   test('two instances, one SMSC: every receipt sent before its submit_sm_resp, over the other bind, is applied once', async () => {
     // The SMSC answers each submit_sm 400 ms late, and sends its receipt at once over the
@@ -269,8 +273,7 @@ describe('an SMSC that reuses message ids, sends duplicate receipts, and passes 
     const lipa = await startLipa({ SMPP_URL: peer.url });
     try {
       const key = (await messagingKey(lipa, (await merchantSession(lipa)).token)).apiKey;
-      const receipt = (id: string, stat: string) =>
-        peer.deliver({ esm_class: 0x04, short_message: `id:${id} sub:001 dlvrd:000 stat:${stat} err:000 text:` });
+      const receipt = (id: string, stat: string) => receiptFrom(peer, id, stat);
       peer.fixedMessageId = 'reused-1';
       const first = (await send(lipa, key, sms({ content: 'First of two with one id.' }))).body.data.id as string;
       assert.equal((await waitForStatus(lipa, key, first, ['sent'])).status, 'sent');
@@ -321,8 +324,7 @@ describe('an SMSC that gives an id again (its counter restarted) while an older 
     const lipa = await startLipa({ SMPP_URL: peer.url });
     try {
       const key = (await messagingKey(lipa, (await merchantSession(lipa)).token)).apiKey;
-      const receipt = (stat: string) =>
-        peer.deliver({ esm_class: 0x04, short_message: `id:again-1 sub:001 dlvrd:000 stat:${stat} err:000 text:` });
+      const receipt = (stat: string) => receiptFrom(peer, 'again-1', stat);
       peer.fixedMessageId = 'again-1';
       const older = (await send(lipa, key, sms({ content: 'Older: its receipt never comes.' }))).body.data.id as string;
       assert.equal((await waitForStatus(lipa, key, older, ['sent'])).status, 'sent');

@@ -242,7 +242,9 @@ export function toAppError(error: FastifyError | Error): AppError {
     const anyOfAt = new Set(fastifyError.validation.filter((v) => v.keyword === 'anyOf').map((v) => v.instancePath));
     // An optional body or field (a choice of a schema or null) that is there but wrong: its
     // own complaints say what is wrong; "must be null" and "must match a schema in anyOf" do not.
-    const isNull = (v: { keyword: string; params: unknown }) => v.keyword === 'type' && (v.params as { type?: unknown }).type === 'null';
+    const typeIs = (v: { keyword: string; params: unknown }, type: string) =>
+      v.keyword === 'type' && (v.params as { type?: unknown }).type === type;
+    const isNull = (v: { keyword: string; params: unknown }) => typeIs(v, 'null');
     const errors = fastifyError.validation;
     const nullable = (path: string) => errors.some((v) => v.instancePath === path && isNull(v));
     const deeper = (path: string) =>
@@ -262,8 +264,7 @@ export function toAppError(error: FastifyError | Error): AppError {
       const missing = (v.params as { missingProperty?: string } | undefined)?.missingProperty;
       const choice = v.keyword === 'anyOf' ? choices.get(v.instancePath) : undefined;
       // A query value is always text, unless the parameter came twice (`?limit=1&limit=2`).
-      const repeated =
-        fastifyError.validationContext === 'querystring' && v.keyword === 'type' && (v.params as { type?: unknown }).type === 'string';
+      const repeated = fastifyError.validationContext === 'querystring' && typeIs(v, 'string');
       const message = missing ? 'is required' : choice ? oneOf(choice) : repeated ? 'must be given once' : plainMessage(v);
       const field = fieldOf(v.instancePath, missing);
       // The same complaint about the same field (two checks of one rule) is said once.

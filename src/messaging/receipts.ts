@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import type { Db, Tx } from '../db/database.js';
 import { hotQuery } from '../db/hot-query.js';
 import type { MessageStatus } from '../db/schema.js';
@@ -7,6 +8,22 @@ import type { DeliveryReceipt } from './transports/transport.js';
 const EARLY_RECEIPT_MS = 60_000;
 /** How far apart the clocks of two instances may be when a receipt's arrival is compared with another's submit. */
 const CLOCK_SKEW_MS = 10_000;
+
+/**
+ * The message last given the SMSC id in the column `providerIdRef` of the outer query: the
+ * one a receipt for that id is for. An SMSC's ids repeat (many count from 1 again after a
+ * restart); an older message with the id, whose own receipt never came, is not settled by a
+ * newer message's receipt, nor by a duplicate of it.
+ */
+function lastGiven(db: Tx, providerIdRef: string) {
+  return db
+    .selectFrom('messages as n')
+    .select('n.id')
+    .where('n.provider_id', '=', sql.ref<string>(providerIdRef))
+    .orderBy('n.updated_at', 'desc')
+    .orderBy('n.id', 'desc')
+    .limit(1);
+}
 
 /**
  * Delivery receipts (SMPP deliver_sm) move a sent SMS to delivered or failed. One that
@@ -107,16 +124,7 @@ export class Receipts {
       .where('m.status', 'in', ['sent', 'queued'])
       // Never a receipt from before the message was even accepted (see overtaken).
       .whereRef('e.received_at', '>=', 'm.created_at')
-      // Only the message last given the id (see record): not an older one still waiting.
-      .where('m.id', '=', (eb) =>
-        eb
-          .selectFrom('messages as n')
-          .select('n.id')
-          .whereRef('n.provider_id', '=', 'e.provider_id')
-          .orderBy('n.updated_at', 'desc')
-          .orderBy('n.id', 'desc')
-          .limit(1),
-      )
+      .where('m.id', '=', lastGiven(this.store.db, 'm.provider_id'))
       .limit(200)
       .execute();
     for (const row of due) {
@@ -151,24 +159,14 @@ export class Receipts {
           ? `The SMS centre reported it not delivered: ${detail}.`
           : 'The SMS centre reported it not delivered.';
     const set = { status, last_error: detail, failure_reason: reason, updated_at: now };
-    // An SMSC's ids repeat (many count from 1 again after a restart): a receipt is for the
-    // message last given its id, and only for that one, settled or not; an older message with
-    // the same id whose own receipt never came stays as it is.
     const updated =
       messageId === undefined
         ? await hotQuery(tx, 'messages.receipt', [status, detail, reason, now, receipt.providerId, 1, 'sent', 'queued'], () =>
             tx
               .updateTable('messages')
               .set(set)
-              .where('id', '=', (eb) =>
-                eb
-                  .selectFrom('messages')
-                  .select('id')
-                  .where('provider_id', '=', receipt.providerId)
-                  .orderBy('updated_at', 'desc')
-                  .orderBy('id', 'desc')
-                  .limit(1),
-              )
+              .where('provider_id', '=', receipt.providerId)
+              .where('id', '=', lastGiven(tx, 'messages.provider_id'))
               .where('status', 'in', ['sent', 'queued']),
           )
         : await tx

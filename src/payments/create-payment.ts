@@ -95,7 +95,7 @@ export async function createPayment(ctx: AppContext, signer: Signer, body: Body)
       .where('s.merchant_id', '=', signer.merchantId),
   );
   const pos = rows[0];
-  if (!pos) throw new AppError('not_found', `No terminal ${shown(body.terminalId)} is registered to your merchant account.`);
+  if (!pos) throw new AppError('not_found', `No terminal ${body.terminalId} is registered to your merchant account.`);
   const payer = pos.payer_id === null ? undefined : { id: pos.payer_id };
   const print = fingerprint(body, amount);
   const now = ctx.now();
