@@ -1,8 +1,7 @@
 import assert from 'node:assert/strict';
-import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { assertError } from './helpers/assertions.js';
-import { call, createPayer, merchantSession, payerToken } from './helpers/client.js';
+import { call, createPayer, merchantSession, payerToken, sendBytes } from './helpers/client.js';
 import { type Lipa, startLipa } from './helpers/harness.js';
 import { checkAgainstOpenApi, checkedFetch } from './helpers/openapi-check.js';
 
@@ -111,17 +110,7 @@ describe('HTTP hygiene', () => {
     assert.equal(((await response.json()) as { error: { code: string } }).error.code, 'invalid_json');
   });
 
-  /** Sends raw bytes over a socket; resolves with all the server wrote before it closed. */
-  const sendRaw = (bytes: string) =>
-    new Promise<string>((resolve, reject) => {
-      const socket = connect(Number(new URL(lipa.url).port), '127.0.0.1', () => socket.write(bytes));
-      let text = '';
-      socket.on('data', (chunk) => {
-        text += chunk.toString();
-      });
-      socket.on('close', () => resolve(text));
-      socket.on('error', reject);
-    });
+  const sendRaw = (bytes: string) => sendBytes(lipa.url, bytes);
 
   /** A 400 malformed_request in the one error body, its requestId the X-Request-Id header. */
   const assertMalformed = (answer: string, message: string) => {
@@ -144,6 +133,79 @@ describe('HTTP hygiene', () => {
     for (const head of ['GET /health HTTP/1.1\r\n\r\n', 'GET /health HTTP/1.1\r\nHost: a.example\r\nHost: b.example\r\n\r\n']) {
       assertMalformed(await sendRaw(head), 'The request must have exactly one Host header.');
     }
+  });
+
+  test('a Host header that is not a host and a port is 400 malformed_request; every host form a client writes is taken', async () => {
+    for (const host of ['evil.example/x', 'evil.example?x', 'evil.example:abc', 'a@evil.example', '"><script>', 'a b', '[::1', 'x:1:2']) {
+      assertMalformed(
+        await sendRaw(`GET /health HTTP/1.1\r\nHost: ${host}\r\n\r\n`),
+        'The Host header must be a host name or address, and a port if any.',
+      );
+    }
+    for (const host of [
+      'localhost',
+      'LocalHost:8080',
+      '127.0.0.1:80',
+      '[::1]:8443',
+      '[2001:db8::1]',
+      'pay_1.example.com',
+      'xn--bcher-kva.example',
+    ]) {
+      const answer = await sendRaw(`GET /health HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
+      assert.match(answer, /^HTTP\/1\.1 200 OK\r\n/, `${host}: ${answer}`);
+    }
+  });
+
+  test('an Expect other than 100-continue is 417 in the error body, before the body is read', async () => {
+    const answer = await sendRaw(
+      'POST /api/v1/authorization HTTP/1.1\r\nHost: x\r\nExpect: foo\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}',
+    );
+    const [head = '', body = ''] = answer.split('\r\n\r\n');
+    assert.match(head, /^HTTP\/1\.1 417 Expectation Failed\r\n/, answer);
+    const requestId = /\r\nX-Request-Id: ([0-9a-f-]{36})\r\n/i.exec(head)?.[1];
+    assert.deepEqual(JSON.parse(body), {
+      error: { code: 'expectation_failed', message: 'The only Expect this service meets is 100-continue.' },
+      requestId,
+    });
+    // The messaging API, which has no 417 in the interface, answers with its 400.
+    const messaging = await sendRaw(
+      'POST /api/messages HTTP/1.1\r\nHost: x\r\napi_key: k\r\nExpect: foo\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}',
+    );
+    assert.match(messaging, /^HTTP\/1\.1 400 Bad Request\r\n/, messaging);
+    assert.deepEqual(JSON.parse(messaging.split('\r\n\r\n')[1] ?? ''), {
+      status: 'error',
+      message: 'The only Expect this service meets is 100-continue.',
+      error_code: 'bad_request',
+    });
+    // 100-continue is met: the client is told to go on, and the request is answered.
+    const goOn = await sendRaw(
+      'POST /api/v1/authorization HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}',
+    );
+    assert.match(goOn, /^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 422 /, goOn);
+  });
+
+  test('CONNECT is 404 in the error body: the service is not a proxy', async () => {
+    const answer = await sendRaw('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n');
+    const [head = '', body = ''] = answer.split('\r\n\r\n');
+    assert.match(head, /^HTTP\/1\.1 404 Not Found\r\n/, answer);
+    const requestId = /\r\nX-Request-Id: ([0-9a-f-]{36})\r\n/i.exec(head)?.[1];
+    assert.deepEqual(JSON.parse(body), {
+      error: { code: 'not_found', message: 'No endpoint CONNECT example.com:443: this service is not a proxy.' },
+      requestId,
+    });
+  });
+
+  test('requests pipelined before a malformed one get their answers, in order, before its 400', async () => {
+    const answer = await sendRaw('GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /ready HTTP/1.1\r\nHost: x\r\n\r\nNOT HTTP\r\n\r\n');
+    const answers = answer.split(/(?=HTTP\/1\.1 \d{3} )/);
+    assert.deepEqual(
+      answers.map((a) => a.slice(0, 12)),
+      ['HTTP/1.1 200', 'HTTP/1.1 200', 'HTTP/1.1 400'],
+      answer,
+    );
+    assert.match(answers[0] ?? '', /\r\n\r\n\{"status":"ok"\}$/);
+    assert.match(answers[1] ?? '', /\r\n\r\n\{"status":"ready"\}$/);
+    assertMalformed(answers[2] ?? '', 'The request is not valid HTTP/1.1.');
   });
 
   test('JSON that could be read two ways is 422 invalid_json, saying why', async () => {

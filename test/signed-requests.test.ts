@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Payment } from '../src/client/index.js';
 import { type SignInput, signingString, signRequest } from '../src/client/signing.js';
 import { purgeExpired } from '../src/jobs/housekeeping.js';
-import { call, clientFor, type MerchantSetup, merchantWithPos, paymentBody, type Reply, unique } from './helpers/client.js';
+import { call, clientFor, type MerchantSetup, merchantWithPos, paymentBody, type Reply, sendBytes, unique } from './helpers/client.js';
 import { type Lipa, startLipa } from './helpers/harness.js';
 import { type LipaProcess, startLipaProcess } from './helpers/process.js';
 import { type Receiver, startReceiver } from './helpers/receiver.js';
@@ -594,6 +594,52 @@ describe('signed requests: every check of CONTRACT §5, each its own 403', () =>
       assert.equal(reply.status, 403, `Host ${host}, signed for ${origin}: ${reply.text}`);
       assert.equal(JSON.parse(reply.text).error.code, 'signature_mismatch');
     }
+  });
+
+  test('a Host that is not a host and a port is 400 malformed_request: never signed, never put in paymentUrl', async () => {
+    for (const host of ['evil.example/x', 'evil.example?x', 'evil.example:abc', 'a@evil.example', '"><script>']) {
+      const body = createBody();
+      const headers = signedHeaders(lipa.url, key, { path: CREATE, body, sign: { origin: `https://${host}` } });
+      const reply = await postWithHost(lipa.url, CREATE, host, { 'content-type': 'application/json', ...headers }, body);
+      assert.equal(reply.status, 400, `${host}: ${reply.text}`);
+      assert.equal(JSON.parse(reply.text).error.code, 'malformed_request');
+      assert.equal(await paymentsWithOrderIds(lipa, [JSON.parse(body).orderId]), 0, host);
+    }
+  });
+
+  test('an HTTP/1.0 request without Host is signed for, and its paymentUrl at, the address it connected to', async () => {
+    const { host } = new URL(lipa.url);
+    const body = createBody();
+    const headers = signedHeaders(lipa.url, key, { path: CREATE, body, sign: { origin: `https://${host}` } });
+    const lines = Object.entries({ ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) });
+    const answer = await sendBytes(lipa.url, `POST ${CREATE} HTTP/1.0\r\n${lines.map(([n, v]) => `${n}: ${v}\r\n`).join('')}\r\n${body}`);
+    assert.match(answer, /^HTTP\/1\.1 201 Created\r\n/, answer);
+    const payment = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as Payment;
+    assert.equal(payment.paymentUrl, `http://${host}/pay/${payment.paymentIdentifier}`);
+  });
+
+  test('a signed request pipelined before a malformed one gets its answer before the 400', async () => {
+    const body = createBody();
+    const headers = signedHeaders(lipa.url, key, { path: CREATE, body });
+    const lines = Object.entries({ ...headers, host: new URL(lipa.url).host, 'content-type': 'application/json' });
+    // Content-Length one byte short: the body's last byte starts a request that is not HTTP.
+    const head = `POST ${CREATE} HTTP/1.1\r\n${lines.map(([n, v]) => `${n}: ${v}\r\n`).join('')}content-length: ${Buffer.byteLength(body) - 1}\r\n\r\n`;
+    const answer = await sendBytes(lipa.url, `${head}${body}\r\n\r\n`);
+    const answers = answer.split(/(?=HTTP\/1\.1 \d{3} )/);
+    // The short body is not the signed one: its 403 comes first, then the 400.
+    assert.deepEqual(
+      answers.map((a) => a.slice(0, 12)),
+      ['HTTP/1.1 403', 'HTTP/1.1 400'],
+      answer,
+    );
+    const whole = await sendBytes(
+      lipa.url,
+      `${head.replace(/content-length: \d+/, `content-length: ${Buffer.byteLength(body)}`)}${body}X\r\n\r\n`,
+    );
+    const [created = '', refused = ''] = whole.split(/(?=HTTP\/1\.1 \d{3} )/);
+    assert.match(created, /^HTTP\/1\.1 201 Created\r\n/, whole);
+    assert.match(refused, /^HTTP\/1\.1 400 Bad Request\r\n/, whole);
+    assert.equal(await paymentsWithOrderIds(lipa, [JSON.parse(body).orderId]), 1);
   });
 
   test('the signature does not cover the path', async () => {

@@ -9,6 +9,7 @@ import { whatPatternSays } from './schemas.js';
 const STATUS = {
   malformed_request: 400,
   request_timeout: 408,
+  expectation_failed: 417,
   headers_too_large: 431,
   invalid_json: 422,
   validation_failed: 422,

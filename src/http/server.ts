@@ -1,11 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import { STATUS_CODES } from 'node:http';
+import { type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyReply, type FastifyRequest } from 'fastify';
 import FindMyWay from 'find-my-way';
 import type { TSchema } from 'typebox';
 import { messagingReply } from '../messaging/responses.js';
 import { AppError, BODY_LIMIT, errorBody, errorHandler, sendError, shown, validationError } from './errors.js';
+import { isValidHost } from './host.js';
 import { parseStrictJson } from './json.js';
 import { ErrorResponse } from './schemas.js';
 import type { App } from './types.js';
@@ -42,6 +44,32 @@ function hostCount(rawHeaders: string[]): number {
   return count;
 }
 
+/**
+ * An answer written straight to a connection, for what never becomes a request Fastify sees:
+ * the one error body, an X-Request-Id and the headers every answer has; the connection closes.
+ */
+function writeRefusal(socket: Duplex, refusal: AppError): void {
+  const requestId = randomUUID();
+  const body = JSON.stringify(errorBody(refusal, requestId));
+  socket.write(
+    `HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\n` +
+      `X-Content-Type-Options: nosniff\r\nReferrer-Policy: no-referrer\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
+
+/**
+ * Runs `then` once every request read on the connection so far has had its answer: they are
+ * answered in the order they came (RFC 9112 §9.3.2), so a fault in a request pipelined behind
+ * them must not cut them off (a payment made, its 201 lost).
+ */
+function afterAnswers(socket: Duplex, then: () => void): void {
+  // Node's response being written on the connection; those queued behind it follow in turn.
+  const answering = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
+  if (answering && !socket.destroyed) answering.once('close', () => setImmediate(() => afterAnswers(socket, then)));
+  else then();
+}
+
 /** The messaging API's paths, whose 404 has that API's own shape. */
 const isMessagingPath = (path: string) => path === '/api/messages' || path.startsWith('/api/messages/');
 
@@ -76,6 +104,7 @@ export function refuseRequests(app: App): void {
 }
 
 export function createServer(logger: FastifyBaseLogger, options: ServerOptions = {}): App {
+  const faulted = new WeakSet<Duplex>();
   const app = Fastify({
     loggerInstance: logger,
     bodyLimit: BODY_LIMIT,
@@ -100,25 +129,22 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
     },
     // A request Node's HTTP parser refuses (bad header bytes, no request line, a timeout)
     // never reaches a route; it still gets the one error body and an X-Request-Id.
+    // The requests read before the fault on that connection are answered first.
     clientErrorHandler: (error, socket) => {
-      if ((error as NodeJS.ErrnoException).code === 'ECONNRESET' || socket.destroyed) return;
-      if (socket.writable) {
-        const code = (error as NodeJS.ErrnoException).code;
-        const refusal =
-          code === 'ERR_HTTP_REQUEST_TIMEOUT'
-            ? new AppError('request_timeout', 'The request took too long to arrive.')
-            : code === 'HPE_HEADER_OVERFLOW'
-              ? new AppError('headers_too_large', 'The request headers are too large.')
-              : new AppError('malformed_request', 'The request is not valid HTTP/1.1.');
-        const requestId = randomUUID();
-        const body = JSON.stringify(errorBody(refusal, requestId));
-        socket.write(
-          `HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-            `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\n` +
-            `X-Content-Type-Options: nosniff\r\nReferrer-Policy: no-referrer\r\nConnection: close\r\n\r\n${body}`,
-        );
-      }
-      socket.destroy(error);
+      if ((error as NodeJS.ErrnoException).code === 'ECONNRESET' || socket.destroyed || faulted.has(socket)) return;
+      // Node's parser reports its fault again for every later chunk; it is answered once.
+      faulted.add(socket);
+      const code = (error as NodeJS.ErrnoException).code;
+      const refusal =
+        code === 'ERR_HTTP_REQUEST_TIMEOUT'
+          ? new AppError('request_timeout', 'The request took too long to arrive.')
+          : code === 'HPE_HEADER_OVERFLOW'
+            ? new AppError('headers_too_large', 'The request headers are too large.')
+            : new AppError('malformed_request', 'The request is not valid HTTP/1.1.');
+      afterAnswers(socket, () => {
+        if (socket.writable) writeRefusal(socket, refusal);
+        socket.destroy(error);
+      });
     },
     requestTimeout: 30_000,
     http: {
@@ -152,6 +178,19 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
       return messagingReply.internalError(reply);
     }
   };
+
+  // An Expect other than 100-continue: Node would answer a bare 417 itself; it becomes a request
+  // like any other, refused in onRequest with the error body and the usual headers.
+  const unmetExpectations = new WeakSet<IncomingMessage>();
+  app.server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+    unmetExpectations.add(req);
+    app.server.emit('request', req, res);
+  });
+  // CONNECT names no path of this service (it is not a proxy); Node would just close the connection.
+  app.server.on('connect', (req: IncomingMessage, socket: Duplex) => {
+    writeRefusal(socket, new AppError('not_found', `No endpoint CONNECT ${shown(req.url ?? '')}: this service is not a proxy.`));
+    socket.end();
+  });
 
   app.addSchema(ErrorResponse);
   app.decorateRequest('principal', null);
@@ -249,6 +288,18 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
     if (request.raw.httpVersion !== '1.0' && hostCount(request.raw.rawHeaders) !== 1) {
       reply.header('connection', 'close');
       return void sendError(reply, new AppError('malformed_request', 'The request must have exactly one Host header.'));
+    }
+    const host = request.headers.host;
+    if (host !== undefined && !isValidHost(host)) {
+      reply.header('connection', 'close');
+      return void sendError(reply, new AppError('malformed_request', 'The Host header must be a host name or address, and a port if any.'));
+    }
+    if (unmetExpectations.has(request.raw)) {
+      reply.header('connection', 'close');
+      const message = 'The only Expect this service meets is 100-continue.';
+      // The messaging API has no 417 in the interface: its 400, as for its other malformed requests.
+      if (isMessagingPath(pathOf(request.url))) return void messagingReply.badRequest(reply, message);
+      return void sendError(reply, new AppError('expectation_failed', message));
     }
     // No endpoint: say so before reading the body, which is no one's (and may be over the limit).
     if (request.is404) return void notFound(request, reply);

@@ -1,7 +1,7 @@
-import type { FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { AppContext } from '../context.js';
 import { principalOf, requireSession } from '../http/bearer.js';
+import { requestOrigin } from '../http/host.js';
 import { LimitParam, limitOf } from '../http/pagination.js';
 import { bearerAuth, errors } from '../http/schemas.js';
 import type { App } from '../http/types.js';
@@ -9,8 +9,6 @@ import { expireDuePayments } from './expire.js';
 import { listPayments } from './list-payments.js';
 import { toPaymentView } from './payment-view.js';
 import { Payment } from './schemas.js';
-
-const origin = (request: FastifyRequest) => `${request.protocol}://${request.headers.host ?? 'localhost'}`;
 
 export const PaymentListQuery = Type.Object({
   status: Type.Optional(
@@ -44,7 +42,7 @@ export function registerMerchantPaymentRoutes(app: App, ctx: AppContext): void {
       const merchantId = principalOf(request).id;
       await expireDuePayments(ctx, { merchantId });
       const rows = await listPayments(ctx, merchantId, { status, orderId, limit: limitOf(limit) });
-      return rows.map((row) => toPaymentView(ctx, origin(request), row));
+      return rows.map((row) => toPaymentView(ctx, requestOrigin(request), row));
     },
   );
 }

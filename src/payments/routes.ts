@@ -1,13 +1,11 @@
-import type { FastifyRequest } from 'fastify';
 import type { AppContext } from '../context.js';
+import { requestOrigin } from '../http/host.js';
 import { errors } from '../http/schemas.js';
 import type { App } from '../http/types.js';
 import { createPayment, findPayment } from './create-payment.js';
 import { toPaymentView } from './payment-view.js';
 import { CreatePaymentBody, Payment, SignedHeaders, StatusBody } from './schemas.js';
 import { recordUnusedNonce, signedRequests, signerOf } from './signed-request.js';
-
-const origin = (request: FastifyRequest) => `${request.protocol}://${request.headers.host ?? 'localhost'}`;
 
 /** Endpoints 5 and 6: signed merchant payment requests. */
 export function registerPaymentRoutes(app: App, ctx: AppContext): void {
@@ -31,7 +29,7 @@ export function registerPaymentRoutes(app: App, ctx: AppContext): void {
     },
     async (request, reply) => {
       const { payment, created } = await createPayment(ctx, signerOf(request), request.body);
-      return reply.code(created ? 201 : 200).send(toPaymentView(ctx, origin(request), payment));
+      return reply.code(created ? 201 : 200).send(toPaymentView(ctx, requestOrigin(request), payment));
     },
   );
 
@@ -48,6 +46,7 @@ export function registerPaymentRoutes(app: App, ctx: AppContext): void {
         response: { 200: Payment, ...errors(403, 404, 422, 429) },
       },
     },
-    async (request) => toPaymentView(ctx, origin(request), await findPayment(ctx, signerOf(request), request.body.paymentIdentifier)),
+    async (request) =>
+      toPaymentView(ctx, requestOrigin(request), await findPayment(ctx, signerOf(request), request.body.paymentIdentifier)),
   );
 }

@@ -4,6 +4,7 @@ import type { AppContext } from '../context.js';
 import type { Tx } from '../db/database.js';
 import { hotQuery } from '../db/hot-query.js';
 import { AppError, type ErrorCode, errorHandler } from '../http/errors.js';
+import { calledHost } from '../http/host.js';
 import { WindowLimiter } from '../http/rate-limit.js';
 
 /** How far a request's timestamp may be from the server clock, either way (CONTRACT §5). */
@@ -138,7 +139,7 @@ export function signedRequests(ctx: AppContext) {
       throw refuse('body_hash_mismatch', 'X-Service-Hash does not match the body received.');
     }
     const method = request.method.toUpperCase();
-    const host = request.headers.host ?? '';
+    const host = calledHost(request);
     const origins = ctx.config.publicBaseUrl ? [ctx.config.publicBaseUrl] : [`https://${host}`, `http://${host}`];
     const signed = (origin: string) => digestEquals(hmacHex(secret, signingString(origin, method, timestamp, nonce, keyId)), signature);
     if (!origins.some(signed) && !sameOrigins(origins).some(signed)) {

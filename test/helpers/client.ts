@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { LipaClient } from '../../src/client/index.js';
 import { readText } from '../../src/messaging/login-codes.js';
 import { ADMIN_TOKEN, type Lipa, STAGING_OTP } from './harness.js';
@@ -41,6 +42,18 @@ export const clientFor = (baseUrl: string, key: { keyId: string; secret: string 
 
 export const admin = (lipa: Lipa, method: string, path: string, body?: unknown) =>
   call(lipa.url, method, path, { body, token: ADMIN_TOKEN });
+
+/** Sends raw bytes over one connection; resolves with all the server wrote before it closed it. */
+export const sendBytes = (base: string, bytes: string) =>
+  new Promise<string>((resolve, reject) => {
+    const socket = connect(Number(new URL(base).port), '127.0.0.1', () => socket.write(bytes));
+    let text = '';
+    socket.on('data', (chunk) => {
+      text += chunk.toString();
+    });
+    socket.on('close', () => resolve(text));
+    socket.on('error', reject);
+  });
 
 let counter = 0;
 export const unique = (prefix: string) =>
