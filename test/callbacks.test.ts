@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { buildApp } from '../src/app.js';
-import { deliverDueCallbacks, MAX_ATTEMPTS, RETRY_FACTOR, stopCallbacks, UNFINISHED } from '../src/callbacks/worker.js';
+import { deliverDueCallbacks, MAX_ATTEMPTS, MAX_DELAY_MS, stopCallbacks, UNFINISHED } from '../src/callbacks/worker.js';
 import { type LipaClient, type Payment, verifyCallback } from '../src/client/index.js';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { createContext } from '../src/context.js';
@@ -267,11 +267,11 @@ describe('callback delivery: retries, back-off, redelivery, body and signature',
       assert.deepEqual([...eventIds], [event.eventId], 'one eventId across every try and both URLs');
       assert.equal(new Set(bodies.map((r) => r.body)).size, 1, 'the same body every time');
 
-      // Back-off: ~1 s then ~2.08 s (±20 % jitter, plus up to one 250 ms worker tick and the request).
+      // Back-off: ~1 s then ~2 s (±10 % jitter, plus up to one 250 ms worker tick and the request).
       const at = delivery.history.map((a) => Date.parse(a.attemptedAt));
       const [gap1, gap2] = [(at[1] ?? 0) - (at[0] ?? 0), (at[2] ?? 0) - (at[1] ?? 0)];
-      assert.ok(gap1 >= 800 && gap1 <= 1200 + 600, `first gap ${gap1} ms`);
-      assert.ok(gap2 >= 800 * RETRY_FACTOR && gap2 <= 1200 * RETRY_FACTOR + 600, `second gap ${gap2} ms`);
+      assert.ok(gap1 >= 900 && gap1 <= 1100 + 600, `first gap ${gap1} ms`);
+      assert.ok(gap2 >= 1800 && gap2 <= 2200 + 600, `second gap ${gap2} ms`);
       assert.ok(gap2 > gap1, `second gap ${gap2} ms is longer than the first ${gap1} ms`);
     } finally {
       await receiver.close();
@@ -322,10 +322,9 @@ describe('callback delivery: retries, back-off, redelivery, body and signature',
       assert.ok(delivery.nextAttemptAt, 'a next attempt is scheduled');
       const next = Date.parse(delivery.nextAttemptAt);
       assert.ok(next > checkedAt, `nextAttemptAt ${delivery.nextAttemptAt} is in the future`);
-      // After three failures the delay is base · 2.08² ≈ 4.3 s, ±20 % (from the third try's start).
+      // After three failures the delay doubles twice: base · 2² = 4 s, ±10 % (from the third try's start).
       const delay = next - Date.parse(delivery.history[2]?.attemptedAt ?? '');
-      const expected = 1000 * RETRY_FACTOR ** 2;
-      assert.ok(delay >= 0.8 * expected && delay <= 1.2 * expected + 600, `delay after the third failure: ${delay} ms`);
+      assert.ok(delay >= 3600 && delay <= 4400 + 600, `delay after the third failure: ${delay} ms`);
     } finally {
       await receiver.close();
     }
@@ -443,11 +442,12 @@ describe('callback delivery: retries, back-off, redelivery, body and signature',
     }
   });
 
-  test('12 tries span about 24 h at the default 30 s base (CONTRACT §7)', () => {
+  test('the tries span about 24 h at the default 30 s base, each wait double the last up to the cap (CONTRACT §1, §7)', () => {
     let waited = 0;
-    for (let failed = 1; failed < MAX_ATTEMPTS; failed++) waited += 30 * RETRY_FACTOR ** (failed - 1);
-    const hours = waited / 3600;
-    assert.ok(hours > 23 && hours < 25.5, `the 12th try comes ${hours.toFixed(1)} h after the first`);
+    for (let failed = 1; failed < MAX_ATTEMPTS; failed++) waited += Math.min(30_000 * 2 ** (failed - 1), MAX_DELAY_MS);
+    const hours = waited / 3_600_000;
+    assert.ok(hours > 23 && hours < 25.5, `the last try comes ${hours.toFixed(1)} h after the first`);
+    assert.ok(MAX_ATTEMPTS >= 11 && MAX_ATTEMPTS <= 13, `about 12 tries: ${MAX_ATTEMPTS}`);
   });
 
   test('redelivering a failed delivery: one more try, failed again if it fails, attempts keeps counting', async () => {
@@ -463,7 +463,7 @@ describe('callback delivery: retries, back-off, redelivery, body and signature',
         `${receiver.url}/down`,
         (d) => d.history.length >= 1,
       );
-      // As if all 12 tries had failed (waiting for them would take ~49 min at a 1 s base).
+      // As if every try had failed (waiting for them would take over an hour at a 1 s base).
       await lipa.ctx.store.write((tx) =>
         tx
           .updateTable('callback_deliveries')

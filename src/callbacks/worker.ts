@@ -8,14 +8,16 @@ import { backoffMs } from '../jobs/backoff.js';
 import { randomId } from '../security/tokens.js';
 import { type CallbackResult, postCallback } from './transport.js';
 
-/** About 12 tries over 24 h (CONTRACT §7): the first, then retries from CALLBACK_RETRY_BASE_SECONDS. */
-export const MAX_ATTEMPTS = 12;
 /**
- * Each wait is this much longer than the one before: with the default 30 s base the 11
- * waits add up to 30 s × (2.08¹¹ − 1) / 1.08 ≈ 24 h (doubling would stop at about 17 h).
+ * CONTRACT §1 and §7: the first retry after CALLBACK_RETRY_BASE_SECONDS, each next wait double
+ * the one before (capped), about 12 tries over 24 h. Doubling from 30 s, 12 tries would end
+ * after 17 h; the first try and 12 retries, the waits capped at 8 h, end after 24.5 h
+ * (30 s × (2¹⁰ − 1) + 2 × 8 h).
  */
-export const RETRY_FACTOR = 2.08;
-const MAX_DELAY_MS = 12 * 60 * 60 * 1000;
+export const MAX_ATTEMPTS = 13;
+export const MAX_DELAY_MS = 8 * 60 * 60 * 1000;
+/** ±10 %: enough to spread retries of failures that came together, and each wait stays about double the last. */
+export const RETRY_JITTER = 0.1;
 const TIMEOUT_MS = 10_000;
 /** A claimed delivery is leased (longer than one attempt can take); if the worker dies, another takes it after this. */
 const LEASE_MS = 20_000;
@@ -233,7 +235,7 @@ async function record(
         attempts: made,
         status: redeliver ? 'pending' : ok ? 'delivered' : made >= MAX_ATTEMPTS ? 'failed' : 'pending',
         next_attempt_at:
-          redeliver || ok ? now : now + backoffMs(ctx.config.callbackRetryBaseSeconds * 1000, made, MAX_DELAY_MS, RETRY_FACTOR),
+          redeliver || ok ? now : now + backoffMs(ctx.config.callbackRetryBaseSeconds * 1000, made, MAX_DELAY_MS, RETRY_JITTER),
         locked_until: 0,
         redeliver_requested: 0,
         last_error: error,
