@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
+import { isSendableAddress } from './messaging/address.js';
 import type { MessageIdType } from './messaging/transports/smpp-protocol.js';
 import { isSmppSourceAddr } from './messaging/transports/smpp-url.js';
 
@@ -117,7 +118,7 @@ export function loadConfig(env: Env = process.env): Config {
     rateLimitKeyPerSec: int(env, 'RATE_LIMIT_KEY_PER_SEC', 100, 1),
     tokenTtlSeconds: int(env, 'TOKEN_TTL_SECONDS', 3600, 1),
     smtpUrl: transportUrl(env, 'SMTP_URL', ['smtp:', 'smtps:']),
-    smtpFrom: env.SMTP_FROM || DEFAULT_SMTP_FROM,
+    smtpFrom: smtpFrom(env.SMTP_FROM || DEFAULT_SMTP_FROM),
     smppUrl: transportUrl(env, 'SMPP_URL', ['smpp:', 'smpps:']),
     smppSourceAddr: smppSourceAddr(env.SMPP_SOURCE_ADDR || 'LIPA'),
     smppSourceTon: byte(env, 'SMPP_SOURCE_TON'),
@@ -181,6 +182,15 @@ function smppSourceAddr(value: string): string {
     throw new ConfigError(
       `SMPP_SOURCE_ADDR must be a number (digits, + allowed) or a sender id of 1-11 printable ASCII characters (got "${value}")`,
     );
+  }
+  return value;
+}
+
+/** `address` or `Name <address>`, the address one the messaging API would send to. */
+function smtpFrom(value: string): string {
+  const address = /^[^<>]*<([^<>]*)>\s*$/.exec(value)?.[1] ?? value;
+  if (!isSendableAddress(address.trim())) {
+    throw new ConfigError(`SMTP_FROM must be an email address, alone or as Name <address> (got "${value}")`);
   }
   return value;
 }

@@ -3,6 +3,8 @@ import { execFile } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { loadConfig } from '../src/config.js';
+import type { AppError } from '../src/http/errors.js';
+import { WindowLimiter } from '../src/http/rate-limit.js';
 import { accountId, balanceOf, CASH_IN_OWNER, checkLedger } from '../src/ledger/ledger.js';
 import { assertError, assertIso } from './helpers/assertions.js';
 import { admin, call, createMerchant, createPayer, login, unique, uniquePhone } from './helpers/client.js';
@@ -158,6 +160,27 @@ describe('operator API (CONTRACT §2)', () => {
     } finally {
       await guarded.close();
     }
+  });
+
+  test('the guessing window starts at the first wrong token, not at the first request', () => {
+    let now = 0;
+    const limiter = new WindowLimiter(2, 15 * 60_000, () => now);
+    limiter.check('203.0.113.7'); // a right token: checked, not counted
+    now += 10 * 60_000;
+    limiter.check('203.0.113.7');
+    limiter.hit('203.0.113.7');
+    limiter.hit('203.0.113.7');
+    const refused = (() => {
+      try {
+        limiter.check('203.0.113.7');
+      } catch (error) {
+        return error as AppError;
+      }
+    })();
+    assert.equal(refused?.code, 'rate_limited');
+    assert.equal(refused?.headers?.['Retry-After'], String(15 * 60), 'a whole window from the first wrong token');
+    now += 15 * 60_000;
+    limiter.check('203.0.113.7');
   });
 
   test('behind a proxy in TRUST_PROXY the guessing limit counts the client X-Forwarded-For names, not the proxy', async () => {

@@ -184,6 +184,15 @@ describe('the service process', () => {
     assert.deepEqual([empty.host, empty.databaseUrl, empty.port, empty.env], [unset.host, unset.databaseUrl, unset.port, unset.env]);
   });
 
+  test('SMTP_FROM is an address, alone or with a name; anything else is refused at start', () => {
+    for (const good of ['no-reply@pay.example.com', 'Lipa <no-reply@pay.example.com>', '"Lipa, Nairobi" <a@b.example>']) {
+      assert.equal(loadConfig({ SMTP_FROM: good }).smtpFrom, good);
+    }
+    for (const bad of ['notanemail', 'Lipa <>', 'Lipa <a@b>', 'a@b.example, c@d.example', 'Lipa <a@b.example> x']) {
+      assert.throws(() => loadConfig({ SMTP_FROM: bad }), /^Error: SMTP_FROM must be an email address/, bad);
+    }
+  });
+
   test('a malformed setting is named', () => {
     const result = runToExit({ PORT: 'eighty', DATABASE_URL: 'file::memory:' });
     assert.equal(result.status, 1);
@@ -195,6 +204,7 @@ describe('the service process', () => {
       [{ PORT: '18777', MOCK_PORT: '18777' }, /PORT and MOCK_PORT must differ/],
       [{ PUBLIC_BASE_URL: 'https://pay.example.com/api/' }, /PUBLIC_BASE_URL must be an origin only/],
       [{ PUBLIC_BASE_URL: 'https://pay.example.com:0' }, /PUBLIC_BASE_URL must not use port 0/],
+      [{ SMTP_FROM: 'notanemail' }, /SMTP_FROM must be an email address/],
     ] as const) {
       const result = runToExit({ ...env, DATABASE_URL: 'file::memory:' });
       assert.equal(result.status, 1, result.stderr);

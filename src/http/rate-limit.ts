@@ -21,9 +21,16 @@ export class WindowLimiter {
     this.open(key).count++;
   }
 
-  /** Throws 429 with Retry-After when the key's window is full, without counting a hit. */
+  /**
+   * Throws 429 with Retry-After when the key's window is full, without counting a hit, and
+   * without opening a window: one starts at the first hit (the first wrong token, say).
+   */
   check(key: string): void {
-    this.open(key);
+    const now = this.now();
+    const window = this.windows.get(key);
+    if (window && now - window.start < this.windowMs && window.count >= this.limit) {
+      throw tooManyRequests(window.start + this.windowMs - now);
+    }
   }
 
   /** The key's current window (a new one when the last has ended); 429 when it is full. */
