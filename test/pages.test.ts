@@ -232,6 +232,9 @@ describe('pages: /pay and /wallet', () => {
     for (const name of ['nope.js', '..%2Fpay.ts', 'pay.ts']) {
       const reply = await call(lipa.url, 'GET', `/assets/${name}`);
       assert.equal(reply.status, 404, name);
+      // The one error body, as for any other 404.
+      assert.equal(reply.body.error.code, 'not_found', name);
+      assert.equal(reply.body.requestId, reply.headers.get('x-request-id'), name);
     }
   });
 

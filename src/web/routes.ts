@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import type { FastifyReply } from 'fastify';
 import { Type } from 'typebox';
 import type { AppContext } from '../context.js';
+import { AppError, shown } from '../http/errors.js';
 import type { App } from '../http/types.js';
 
 /** Strict CSP for every page: scripts and styles from this origin only, nothing inline. */
@@ -57,7 +58,7 @@ export function registerWebRoutes(app: App, _ctx: AppContext): void {
     { schema: { hide: true, params: Type.Object({ name: Type.String({ maxLength: 64 }) }) } },
     async (request, reply) => {
       const asset = assets.get(request.params.name);
-      if (!asset) return reply.code(404).type('text/plain').send('not found');
+      if (!asset) throw new AppError('not_found', `No asset ${shown(request.params.name)}.`);
       return reply.header('cache-control', 'public, max-age=300').type(asset.type).send(asset.body);
     },
   );
