@@ -112,17 +112,18 @@ describe('HTTP hygiene', () => {
 
   const sendRaw = (bytes: string) => sendBytes(lipa.url, bytes);
 
-  /** A 400 malformed_request in the one error body, its requestId the X-Request-Id header. */
-  const assertMalformed = (answer: string, message: string) => {
+  /** An answer written as `statusLine`, in the one error body, its requestId the X-Request-Id header. */
+  const assertRawError = (answer: string, statusLine: string, code: string, message: string) => {
     const [head = '', body = ''] = answer.split('\r\n\r\n');
-    assert.match(head, /^HTTP\/1\.1 400 Bad Request\r\n/, answer);
+    assert.ok(head.startsWith(`HTTP/1.1 ${statusLine}\r\n`), answer);
     const requestId = /\r\nX-Request-Id: ([0-9a-f-]{36})\r\n/i.exec(head)?.[1];
     assert.ok(requestId, head);
     // The headers every answer has, also when the answer is written before any route.
     assert.match(head, /\r\nX-Content-Type-Options: nosniff\r\n/i, head);
     assert.match(head, /\r\nReferrer-Policy: no-referrer\r\n/i, head);
-    assert.deepEqual(JSON.parse(body), { error: { code: 'malformed_request', message }, requestId });
+    assert.deepEqual(JSON.parse(body), { error: { code, message }, requestId });
   };
+  const assertMalformed = (answer: string, message: string) => assertRawError(answer, '400 Bad Request', 'malformed_request', message);
 
   test('a request the HTTP parser refuses still gets the error body and an X-Request-Id', async () => {
     const answer = await sendRaw('POST /api/v1/authorization HTTP/1.1\r\nHost: x\r\nX-Service-Nonce: abc\x7fdef\r\n\r\n');
@@ -160,13 +161,7 @@ describe('HTTP hygiene', () => {
     const answer = await sendRaw(
       'POST /api/v1/authorization HTTP/1.1\r\nHost: x\r\nExpect: foo\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}',
     );
-    const [head = '', body = ''] = answer.split('\r\n\r\n');
-    assert.match(head, /^HTTP\/1\.1 417 Expectation Failed\r\n/, answer);
-    const requestId = /\r\nX-Request-Id: ([0-9a-f-]{36})\r\n/i.exec(head)?.[1];
-    assert.deepEqual(JSON.parse(body), {
-      error: { code: 'expectation_failed', message: 'The only Expect this service meets is 100-continue.' },
-      requestId,
-    });
+    assertRawError(answer, '417 Expectation Failed', 'expectation_failed', 'The only Expect this service meets is 100-continue.');
     // The messaging API, which has no 417 in the interface, answers with its 400.
     const messaging = await sendRaw(
       'POST /api/messages HTTP/1.1\r\nHost: x\r\napi_key: k\r\nExpect: foo\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}',
@@ -186,13 +181,7 @@ describe('HTTP hygiene', () => {
 
   test('CONNECT is 404 in the error body: the service is not a proxy', async () => {
     const answer = await sendRaw('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n');
-    const [head = '', body = ''] = answer.split('\r\n\r\n');
-    assert.match(head, /^HTTP\/1\.1 404 Not Found\r\n/, answer);
-    const requestId = /\r\nX-Request-Id: ([0-9a-f-]{36})\r\n/i.exec(head)?.[1];
-    assert.deepEqual(JSON.parse(body), {
-      error: { code: 'not_found', message: 'No endpoint CONNECT example.com:443: this service is not a proxy.' },
-      requestId,
-    });
+    assertRawError(answer, '404 Not Found', 'not_found', 'No endpoint CONNECT example.com:443: this service is not a proxy.');
   });
 
   test('requests pipelined before a malformed one get their answers, in order, before its 400', async () => {
