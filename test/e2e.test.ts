@@ -670,6 +670,69 @@ describe('pages end to end in Chromium', () => {
     await capture(page, 'admin-outbox');
   });
 
+  test('a double click sends one request (a deposit, a merchant, a key); a network failure is said, not swallowed', async () => {
+    const depositor = await createPayer(lipa, { balance: 1000 });
+    const balanceOf = async () =>
+      ((await admin(lipa, 'GET', '/api/v1/admin/payers?limit=200')).body as Array<{ phone: string; balance: number }>).find(
+        (p) => p.phone === depositor.phone,
+      )?.balance;
+    const page = await operator.newPage();
+    try {
+      await page.goto(`${lipa.url}/admin`);
+      await page.locator('#admin-token').fill(ADMIN_TOKEN);
+      await page.getByRole('button', { name: 'Open the console' }).click();
+      // A new merchant: one request, and the page says it was created (not a 409 from a second).
+      const login = `${unique('dbl')}@shop.example`;
+      await page.locator('#m-login').fill(login);
+      await page.locator('#m-password').fill('correct horse battery');
+      await page.locator('#m-name').fill('Double Click Ltd');
+      await page.getByRole('button', { name: 'Create merchant' }).dblclick();
+      await page.getByText(`Merchant ${login} created.`).waitFor();
+      await sleep(300);
+      assert.equal(await page.getByText(`Merchant ${login} created.`).count(), 1, 'still the success, not a 409');
+
+      await page.getByRole('tab', { name: 'Payers' }).click();
+      await page.locator('#d-phone').fill(depositor.phone);
+      await page.locator('#d-amount').fill('100');
+      await page.getByRole('button', { name: 'Deposit', exact: true }).dblclick();
+      await page.getByText(`${depositor.phone} now has ${money(1100)}.`).waitFor();
+      await sleep(300);
+      assert.equal(await balanceOf(), 1100, 'one deposit for a double click');
+      // A refusal names the field by its label and marks it.
+      await page.locator('#d-phone').fill(depositor.phone);
+      await page.locator('#d-amount').fill('20000000');
+      await page.getByRole('button', { name: 'Deposit', exact: true }).click();
+      await until('the refusal', async () => (await page.locator('#d-amount').getAttribute('aria-invalid')) === 'true');
+      assert.equal(await page.locator('#d-amount:focus').count(), 1, 'the focus is on the field');
+      await page.getByText(/^Amount \(KES\) must be/).waitFor();
+    } finally {
+      await page.close();
+    }
+
+    const merchant = await createMerchant(lipa);
+    const dash = await merchantContext.newPage();
+    try {
+      await dash.goto(`${lipa.url}/dashboard`);
+      await signIn(dash, merchant.login, merchant.password);
+      await dash.getByRole('tab', { name: 'Signing keys' }).click();
+      await dash.getByRole('button', { name: 'Create key' }).dblclick();
+      await dash.locator('code').first().waitFor();
+      await sleep(300);
+      const token = await dash.evaluate<string | null>("sessionStorage.getItem('lipa.dashboard.token')");
+      const keys = await call(lipa.url, 'GET', '/api/v1/api-keys', { token: token ?? '' });
+      assert.equal(keys.body.length, 1, 'one key for a double click, its secret the one shown');
+      // The service cannot be reached: the page says so.
+      await dash.route('**/api/v1/api-keys', (route) => route.abort('connectionrefused'));
+      await dash.getByRole('button', { name: 'Create key' }).click();
+      await dash.getByText('Cannot reach Lipa. Check your connection and try again.').waitFor();
+      await dash.unroute('**/api/v1/api-keys');
+    } finally {
+      await dash.close();
+    }
+    const failed = pageErrors.filter((line) => line.includes('Failed to fetch'));
+    assert.deepEqual(failed, [], 'no uncaught network error');
+  });
+
   test('every page state was checked at phone width (and, with LIPA_SCREENSHOTS=1, saved at both widths)', () => {
     assert.deepEqual([...captured].sort(), [...EXPECTED_CAPTURES].sort());
     if (!SCREENSHOTS) return;

@@ -1,7 +1,23 @@
 // The operator console (/admin). The ADMIN_TOKEN is typed in by the operator, kept in
 // sessionStorage (this tab only) and sent as a Bearer header; it is never part of the page.
 // Every user-supplied string (names, logins, message content) goes in through textContent.
-import { $, api, el, errorText, field, money, problem, session, show, statusBadge, statusLine, tabbedPage, table, when } from './common.js';
+import {
+  $,
+  api,
+  el,
+  errorText,
+  field,
+  money,
+  onSubmit,
+  problem,
+  session,
+  show,
+  statusBadge,
+  statusLine,
+  tabbedPage,
+  table,
+  when,
+} from './common.js';
 
 const TOKEN = 'lipa.admin.token';
 const root = $('#app');
@@ -52,8 +68,7 @@ function tokenView(message, kind = 'error') {
     el('div', {}, el('button', { type: 'submit', text: 'Open the console' })),
     formStatus,
   );
-  form.addEventListener('submit', async (event) => {
-    event.preventDefault();
+  onSubmit(form, async () => {
     const candidate = input.value.trim();
     const reply = await api('GET', '/api/v1/admin/merchants?limit=1', { token: candidate });
     if (reply.status === 401) return show(formStatus, 'That token was refused.');
@@ -126,14 +141,13 @@ async function merchantsView(view) {
     el('div', {}, el('button', { type: 'submit', text: 'Create merchant' })),
     formStatus,
   );
-  form.addEventListener('submit', async (event) => {
-    event.preventDefault();
+  onSubmit(form, async () => {
     const reply = await call('POST', '/api/v1/admin/merchants', {
       login: inputs.login.value.trim(),
       password: inputs.password.value,
       name: inputs.name.value.trim(),
     });
-    if (reply.status !== 201) return show(formStatus, problem(reply));
+    if (reply.status !== 201) return show(formStatus, problem(reply, form, 'm-'));
     form.reset();
     show(formStatus, `Merchant ${reply.body.login} created.`, 'notice');
     await refresh();
@@ -200,12 +214,11 @@ async function payersView(view) {
     el('div', {}, el('button', { type: 'submit', text: 'Create payer' })),
     createStatus,
   );
-  createForm.addEventListener('submit', async (event) => {
-    event.preventDefault();
+  onSubmit(createForm, async () => {
     const body = { phone: p.phone.value.trim(), name: p.name.value.trim(), pin: p.pin.value };
     if (p.balance.value !== '') body.balance = Number(p.balance.value);
     const reply = await call('POST', '/api/v1/admin/payers', body);
-    if (reply.status !== 201) return show(createStatus, problem(reply));
+    if (reply.status !== 201) return show(createStatus, problem(reply, createForm, 'p-'));
     createForm.reset();
     show(createStatus, `Wallet ${reply.body.phone} created with ${money(reply.body.balance)}.`, 'notice');
     await refresh();
@@ -233,11 +246,10 @@ async function payersView(view) {
     el('div', {}, el('button', { type: 'submit', text: 'Deposit' })),
     depositStatus,
   );
-  depositForm.addEventListener('submit', async (event) => {
-    event.preventDefault();
+  onSubmit(depositForm, async () => {
     const phone = d.phone.value.trim();
     const reply = await call('POST', `/api/v1/admin/payers/${encodeURIComponent(phone)}/deposits`, { amount: Number(d.amount.value) });
-    if (reply.status !== 200) return show(depositStatus, problem(reply));
+    if (reply.status !== 200) return show(depositStatus, problem(reply, depositForm, 'd-'));
     depositForm.reset();
     show(depositStatus, `${reply.body.phone} now has ${money(reply.body.balance)}.`, 'notice');
     await refresh();

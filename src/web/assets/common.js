@@ -2,7 +2,10 @@
 // as HTML. Tokens live in sessionStorage (this tab only) and travel as a Bearer header, so
 // no cookie exists for a cross-site request to ride on (no CSRF surface).
 
-/** Calls the JSON API; resolves to {status, body}. */
+/** What a call that reached nobody resolves to: status 0, and words for the reader. */
+const UNREACHABLE = { status: 0, body: { error: { message: 'Cannot reach Lipa. Check your connection and try again.' } } };
+
+/** Calls the JSON API; resolves to {status, body}, status 0 when the network failed. */
 export async function api(method, path, { body, token, headers } = {}) {
   const init = { method, headers: { ...(headers ?? {}) } };
   if (body !== undefined) {
@@ -10,8 +13,14 @@ export async function api(method, path, { body, token, headers } = {}) {
     init.body = JSON.stringify(body);
   }
   if (token) init.headers.authorization = `Bearer ${token}`;
-  const response = await fetch(path, init);
-  const text = await response.text();
+  let response;
+  let text;
+  try {
+    response = await fetch(path, init);
+    text = await response.text();
+  } catch {
+    return UNREACHABLE;
+  }
   let parsed = null;
   try {
     parsed = text ? JSON.parse(text) : null;
@@ -38,6 +47,14 @@ function inWords(message) {
     if (seconds < 60) return `${seconds} second${seconds === 1 ? '' : 's'}`;
     const minutes = Math.ceil(seconds / 60);
     return `${minutes} minute${minutes === 1 ? '' : 's'}`;
+  });
+}
+
+/** Runs `work` on each submit of `form`, one at a time: a double click sends one request. */
+export function onSubmit(form, work) {
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    void whileBusy(form, work);
   });
 }
 
@@ -156,23 +173,17 @@ export function loginFlow({ form, loginLabel, passwordLabel, passwordType = 'pas
     refused(reply);
     return false;
   };
-  step1.addEventListener('submit', (event) => {
-    event.preventDefault();
-    void whileBusy(step1, async () => {
-      if (!(await sendCode())) return;
-      step1.hidden = true;
-      step2.hidden = false;
-      show(status, 'We sent you a one-time code.', 'notice');
-      otp.focus();
-    });
+  onSubmit(step1, async () => {
+    if (!(await sendCode())) return;
+    step1.hidden = true;
+    step2.hidden = false;
+    show(status, 'We sent you a one-time code.', 'notice');
+    otp.focus();
   });
-  step2.addEventListener('submit', (event) => {
-    event.preventDefault();
-    void whileBusy(step2, async () => {
-      const reply = await api('POST', '/api/v1/authorization/confirm', { body: { login: login.value.trim(), otp: otp.value.trim() } });
-      if (reply.status !== 200) return refused(reply);
-      onToken(reply.body.token);
-    });
+  onSubmit(step2, async () => {
+    const reply = await api('POST', '/api/v1/authorization/confirm', { body: { login: login.value.trim(), otp: otp.value.trim() } });
+    if (reply.status !== 200) return refused(reply);
+    onToken(reply.body.token);
   });
   resend.addEventListener('click', () =>
     whileBusy(step2, async () => {
@@ -312,17 +323,19 @@ export function table({ caption, columns, rows, empty = 'Nothing yet.' }) {
 
 /**
  * An error answer as text: the message, then each field named in details. Given the form,
- * each field is called by its label, marked aria-invalid, and the first one gets focus.
+ * each field is called by its label, marked aria-invalid, and the first one gets focus (the
+ * input of field `f` has the id `${idPrefix}f`).
  */
-export function problem(reply, form) {
+export function problem(reply, form, idPrefix = '') {
   const details = reply.body?.error?.details ?? [];
   let name = (field) => field;
   if (form) {
+    const id = (field) => CSS.escape(`${idPrefix}${field}`);
     for (const input of form.querySelectorAll('[aria-invalid]')) input.removeAttribute('aria-invalid');
-    const inputs = details.map((d) => form.querySelector(`#${CSS.escape(d.field)}`)).filter(Boolean);
+    const inputs = details.map((d) => form.querySelector(`#${id(d.field)}`)).filter(Boolean);
     for (const input of inputs) input.setAttribute('aria-invalid', 'true');
     inputs[0]?.focus();
-    name = (field) => form.querySelector(`label[for="${CSS.escape(field)}"]`)?.textContent ?? field;
+    name = (field) => form.querySelector(`label[for="${id(field)}"]`)?.textContent ?? field;
   }
   const said = (d) => `${name(d.field)} ${d.message}`;
   if (details.length === 0) return errorText(reply);

@@ -12,6 +12,7 @@ import {
   field,
   loginFlow,
   money,
+  onSubmit,
   PAYMENT_STATUS,
   problem,
   session,
@@ -72,7 +73,11 @@ async function start() {
   const reply = await call('GET', '/api/v1/me');
   if (reply.status === 401) return; // call() has signed out
   if (reply.status !== 200) return signOut(errorText(reply));
-  if (reply.body.type !== 'merchant') return signOut('That is a wallet account. Payers use /wallet.');
+  if (reply.body.type !== 'merchant') {
+    // The page forgets the token; it is ended on the server too, so no copy of it lives on.
+    void endSession(token);
+    return signOut('That is a wallet account. Payers use /wallet.');
+  }
   me = reply.body;
   tabbedPage({
     root,
@@ -158,8 +163,7 @@ async function posView(panel) {
     el('div', {}, el('button', { type: 'submit', text: 'Create point of sale' })),
     formStatus,
   );
-  form.addEventListener('submit', async (event) => {
-    event.preventDefault();
+  onSubmit(form, async () => {
     const body = {
       terminalId: inputs.terminalId.value.trim(),
       posCompanyName: inputs.posCompanyName.value,
@@ -236,8 +240,7 @@ function keysView({ title, path, intro, idOf, secretOf, secretLabel, extraColumn
       el('div', {}, el('button', { type: 'submit', text: 'Create key' })),
       formStatus,
     );
-    form.addEventListener('submit', async (event) => {
-      event.preventDefault();
+    onSubmit(form, async () => {
       const name = nameInput.value.trim();
       const reply = await call('POST', path, name ? { name } : {});
       if (reply.status !== 201) return show(formStatus, problem(reply));

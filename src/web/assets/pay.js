@@ -37,15 +37,16 @@ function render(answer) {
   shown = { status, message: answer.message ?? shown.message };
 }
 
+/** Says so when the status has not been checked for a while: the one shown may be old. */
+const connection = document.createElement('p');
+connection.className = 'muted';
+text?.after(connection);
+
 async function poll() {
-  let reply;
-  try {
-    reply = await api('GET', `/pay/${encodeURIComponent(paymentId)}/status`);
-  } catch {
-    reply = { status: 0 };
-  }
+  const reply = await api('GET', `/pay/${encodeURIComponent(paymentId)}/status`);
   if (reply.status === 200 && reply.body && typeof reply.body.status === 'string') {
     failures = 0;
+    connection.textContent = '';
     render(reply.body);
     const target = reply.body.status === 'paid' ? safeRedirect(reply.body.redirectUrl) : null;
     if (target) {
@@ -61,6 +62,7 @@ async function poll() {
     return;
   } else {
     failures++;
+    if (failures >= 3) connection.textContent = 'The status cannot be checked right now; trying again…';
   }
   // Back off gently while the service cannot be reached; keep trying.
   setTimeout(poll, failures === 0 ? POLL_MS : Math.min(POLL_MS * 2 ** failures, 15_000));

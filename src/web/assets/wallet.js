@@ -106,7 +106,10 @@ async function refresh() {
     if (started !== generation || !wallet || !pending || !history) return;
     if (wallet.status !== 200 || pending.status !== 200 || history.status !== 200) {
       const failed = [wallet, pending, history].find((r) => r.status !== 200);
-      setText($('#connection'), `Could not refresh your wallet: ${errorText(failed)}`);
+      setText(
+        $('#connection'),
+        failed.status === 0 ? 'Cannot reach Lipa. Retrying…' : `Could not refresh your wallet: ${errorText(failed)}`,
+      );
       return;
     }
     setText($('#connection'), '');
@@ -226,12 +229,7 @@ function requestCard(payment) {
     setBusy(true);
     show(message, action === 'accept' ? 'Approving…' : 'Declining…', 'muted');
     const path = `/api/v1/wallet/payments/${encodeURIComponent(id)}/${action}`;
-    let reply;
-    try {
-      reply = await call('POST', path, action === 'accept' ? { pin: pin.value } : undefined);
-    } catch {
-      reply = { status: 0 };
-    }
+    const reply = await call('POST', path, action === 'accept' ? { pin: pin.value } : undefined);
     pin.value = '';
     if (reply === null) return; // signed out
     setBusy(false);
@@ -249,7 +247,7 @@ function requestCard(payment) {
       show(message, said.includes('now locked') ? said : `${said} The payment is still waiting for you.`);
       pin.focus();
     } else {
-      show(message, reply.status === 0 ? 'Cannot reach Lipa. Check your connection and try again.' : errorText(reply));
+      show(message, errorText(reply));
       pin.focus();
     }
   }
