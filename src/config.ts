@@ -189,7 +189,8 @@ function smppSourceAddr(value: string): string {
 /** `address` or `Name <address>`, the address one the messaging API would send to. */
 function smtpFrom(value: string): string {
   const address = /^[^<>]*<([^<>]*)>\s*$/.exec(value)?.[1] ?? value;
-  if (!isSendableAddress(address.trim())) {
+  // A line break in the name would end the From header and start another (a Bcc, say).
+  if (!isSendableAddress(address.trim()) || /\p{Cc}/u.test(value)) {
     throw new ConfigError(`SMTP_FROM must be an email address, alone or as Name <address> (got "${value}")`);
   }
   return value;

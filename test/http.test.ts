@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { assertError } from './helpers/assertions.js';
 import { call, createPayer, merchantSession, payerToken, sendBytes } from './helpers/client.js';
@@ -137,7 +138,17 @@ describe('HTTP hygiene', () => {
   });
 
   test('a Host header that is not a host and a port is 400 malformed_request; every host form a client writes is taken', async () => {
-    for (const host of ['evil.example/x', 'evil.example?x', 'evil.example:abc', 'a@evil.example', '"><script>', 'a b', '[::1', 'x:1:2']) {
+    for (const host of [
+      'evil.example/x',
+      'evil.example?x',
+      'evil.example:abc',
+      'a@evil.example',
+      '"><script>',
+      'a b',
+      '[::1',
+      'x:1:2',
+      'x:65536',
+    ]) {
       assertMalformed(
         await sendRaw(`GET /health HTTP/1.1\r\nHost: ${host}\r\n\r\n`),
         'The Host header must be a host name or address, and a port if any.',
@@ -151,6 +162,8 @@ describe('HTTP hygiene', () => {
       '[2001:db8::1]',
       'pay_1.example.com',
       'xn--bcher-kva.example',
+      'x:65535',
+      'example.com.',
     ]) {
       const answer = await sendRaw(`GET /health HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`);
       assert.match(answer, /^HTTP\/1\.1 200 OK\r\n/, `${host}: ${answer}`);
@@ -182,6 +195,33 @@ describe('HTTP hygiene', () => {
   test('CONNECT is 404 in the error body: the service is not a proxy', async () => {
     const answer = await sendRaw('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n');
     assertRawError(answer, '404 Not Found', 'not_found', 'No endpoint CONNECT example.com:443: this service is not a proxy.');
+  });
+
+  test('a fault in a request body is answered at once, after the requests before it', async () => {
+    const badChunk =
+      'POST /api/v1/authorization HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\n';
+    const started = Date.now();
+    assertMalformed(await sendRaw(badChunk), 'The request is not valid HTTP/1.1.');
+    const answers = (await sendRaw(`GET /health HTTP/1.1\r\nHost: x\r\n\r\n${badChunk}`)).split(/(?=HTTP\/1\.1 \d{3} )/);
+    assert.deepEqual(
+      answers.map((a) => a.slice(0, 12)),
+      ['HTTP/1.1 200', 'HTTP/1.1 400'],
+    );
+    assert.ok(Date.now() - started < 5000, 'not held until a timeout');
+  });
+
+  test('a CONNECT whose client resets at once leaves the service up', async () => {
+    for (let i = 0; i < 5; i++) {
+      await new Promise<void>((resolve) => {
+        const socket = connect(Number(new URL(lipa.url).port), '127.0.0.1', () => {
+          socket.write('CONNECT example.com:443 HTTP/1.1\r\nHost: x\r\n\r\n');
+          socket.resetAndDestroy();
+          resolve();
+        });
+      });
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    assert.equal((await call(lipa.url, 'GET', '/health')).status, 200);
   });
 
   test('requests pipelined before a malformed one get their answers, in order, before its 400', async () => {

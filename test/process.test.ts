@@ -188,7 +188,14 @@ describe('the service process', () => {
     for (const good of ['no-reply@pay.example.com', 'Lipa <no-reply@pay.example.com>', '"Lipa, Nairobi" <a@b.example>']) {
       assert.equal(loadConfig({ SMTP_FROM: good }).smtpFrom, good);
     }
-    for (const bad of ['notanemail', 'Lipa <>', 'Lipa <a@b>', 'a@b.example, c@d.example', 'Lipa <a@b.example> x']) {
+    for (const bad of [
+      'notanemail',
+      'Lipa <>',
+      'Lipa <a@b>',
+      'a@b.example, c@d.example',
+      'Lipa <a@b.example> x',
+      'Lipa\r\nBcc: x@y.example <a@b.example>',
+    ]) {
       assert.throws(() => loadConfig({ SMTP_FROM: bad }), /^Error: SMTP_FROM must be an email address/, bad);
     }
   });

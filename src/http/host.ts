@@ -6,9 +6,12 @@ import type { FastifyRequest } from 'fastify';
  * §3.2.2), then an optional port. Anything else (a path, a user, a quote) is not a host a
  * client could have called, and would otherwise be signed and put in paymentUrl as it came.
  */
-const HOST = /^(?:\[[0-9A-Fa-f:.]+\]|(?:[A-Za-z0-9._~!$&'()*+,;=-]|%[0-9A-Fa-f]{2})+)(?::[0-9]{1,5})?$/;
+const HOST = /^(?:\[[0-9A-Fa-f:.]+\]|(?:[A-Za-z0-9._~!$&'()*+,;=-]|%[0-9A-Fa-f]{2})+)(?::([0-9]{1,5}))?$/;
 
-export const isValidHost = (value: string): boolean => HOST.test(value);
+export function isValidHost(value: string): boolean {
+  const match = HOST.exec(value);
+  return match !== null && (match[1] === undefined || Number(match[1]) <= 65_535);
+}
 
 /** The address and port a connection came in on, as a Host header would write them. */
 function localHostOf(socket: Socket): string {

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { type IncomingMessage, type ServerResponse, STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyBaseLogger, type FastifyReply, type FastifyRequest } from 'fastify';
@@ -59,15 +60,18 @@ function writeRefusal(socket: Duplex, refusal: AppError): void {
 }
 
 /**
- * Runs `then` once every request read on the connection so far has had its answer: they are
- * answered in the order they came (RFC 9112 §9.3.2), so a fault in a request pipelined behind
- * them must not cut them off (a payment made, its 201 lost).
+ * Runs `then` once every request read whole on the connection so far has had its answer: they
+ * are answered in the order they came (RFC 9112 §9.3.2), so a fault in a request pipelined
+ * behind them must not cut them off (a payment made, its 201 lost).
  */
 function afterAnswers(socket: Duplex, then: () => void): void {
   // Node's response being written on the connection; those queued behind it follow in turn.
   const answering = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
-  if (answering && !socket.destroyed) answering.once('close', () => setImmediate(() => afterAnswers(socket, then)));
-  else then();
+  if (!answering || socket.destroyed) return void then();
+  // The fault is in this request's own body (a bad chunk, or it stopped coming: 408): it will
+  // never be answered, so the fault's answer is due now, or, if its answer has begun, the end.
+  if (!answering.req.complete) return void (answering.headersSent ? socket.destroy() : then());
+  answering.once('close', () => setImmediate(() => afterAnswers(socket, then)));
 }
 
 /** The messaging API's paths, whose 404 has that API's own shape. */
@@ -187,9 +191,12 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
     app.server.emit('request', req, res);
   });
   // CONNECT names no path of this service (it is not a proxy); Node would just close the connection.
-  app.server.on('connect', (req: IncomingMessage, socket: Duplex) => {
+  // Node has taken its own error handler and timeout off the socket by now: a reset must not
+  // be an unhandled error, and the socket is closed once the answer is out, not left half-open.
+  app.server.on('connect', (req: IncomingMessage, socket: Socket) => {
+    socket.on('error', () => socket.destroy());
     writeRefusal(socket, new AppError('not_found', `No endpoint CONNECT ${shown(req.url ?? '')}: this service is not a proxy.`));
-    socket.end();
+    socket.destroySoon();
   });
 
   app.addSchema(ErrorResponse);
