@@ -280,6 +280,20 @@ describe('Sessions: endpoints 1 and 2 (staging)', () => {
     }
   });
 
+  test('a used code sent again (a form sent twice, a retry) is refused but not counted towards the lockout', async () => {
+    const merchant = await createMerchant(lipa);
+    const { otp } = await loginForOtp(lipa, merchant.login, merchant.password, merchant.login);
+    const replies = await Promise.all(Array.from({ length: 20 }, () => confirm(lipa, merchant.login, otp)));
+    assert.equal(replies.filter((r) => r.status === 200).length, 1);
+    for (let i = 0; i < 12; i++) assertError(await confirm(lipa, merchant.login, otp), 401, 'invalid_otp');
+    // More repeats than RATE_LIMIT_LOGIN_FAILURES (10), and the merchant can still log in.
+    const { otp: next } = await loginForOtp(lipa, merchant.login, merchant.password, merchant.login);
+    assertTokenReply(await confirm(lipa, merchant.login, next));
+    // A wrong code is still a guess, however soon after a success.
+    for (const wrong of wrongOtps(next, 10)) assertError(await confirm(lipa, merchant.login, wrong), 401, 'invalid_otp');
+    assertRateLimited(await startLogin(lipa, merchant.login, merchant.password));
+  });
+
   test('logging out ends that token at once and no other: a copy of it is 401 after', async () => {
     const merchant = await createMerchant(lipa);
     const tokens: string[] = [];

@@ -22,6 +22,30 @@ const invalidOtp = () =>
     `The code is wrong, used or expired: check it and try again, or log in again for a new one (a code takes at most ${MAX_OTP_ATTEMPTS} wrong tries).`,
   );
 
+/** How long after its use a code sent again is a repeat, not a guess. */
+const JUST_USED_MS = 60_000;
+
+/**
+ * A refused try with the code this login used a moment ago (a form sent twice, a client's
+ * retry racing its own success) is no guess: it tells nobody anything new, so it does not
+ * count towards the login's lockout. Anything else stays counted.
+ */
+async function forgiveRepeat(ctx: AppContext, login: string, otp: string, now: number): Promise<void> {
+  const used = await ctx.store.db
+    .selectFrom('otp_challenges')
+    .select('otp_hash')
+    .where('login', '=', login)
+    .where('consumed_at', '>=', now - JUST_USED_MS)
+    .orderBy('consumed_at', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+  if (!used) return;
+  const repeat =
+    timingSafeEqual(Buffer.from(hashOtp(ctx, login, otp)), Buffer.from(used.otp_hash)) ||
+    (ctx.config.stagingOtp !== null && safeEqual(otp, ctx.config.stagingOtp));
+  if (repeat) await forgiveLoginAttempt(ctx, login);
+}
+
 /**
  * Endpoint 2: exchanges a live OTP for a bearer token. In staging the fixed test OTP is
  * accepted in place of the one sent, but only for a login that has just passed endpoint 1.
@@ -41,6 +65,7 @@ export async function confirmOtp(ctx: AppContext, input: { login: string; otp: s
     .limit(1)
     .executeTakeFirst();
   if (!challenge) {
+    await forgiveRepeat(ctx, login, input.otp, now);
     throw invalidOtp();
   }
   const matches =
@@ -60,7 +85,10 @@ export async function confirmOtp(ctx: AppContext, input: { login: string; otp: s
     if (tried.numUpdatedRows === 0n || !matches) return null;
     return openSession(ctx, tx, { type: challenge.subject_type, id: challenge.subject_id }, 'main', now);
   });
-  if (!session) throw invalidOtp();
+  if (!session) {
+    await forgiveRepeat(ctx, login, input.otp, now);
+    throw invalidOtp();
+  }
   await clearLoginFailures(ctx, login);
   return session;
 }
