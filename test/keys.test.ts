@@ -118,6 +118,21 @@ describe('merchant keys (CONTRACT §4)', () => {
     assert.ok(!/secret/i.test(alices.text));
   });
 
+  test('keys made in the same millisecond list in one fixed order: newest first, then by id', async () => {
+    const carol = await merchantSession(lipa);
+    for (const family of [SIGNING, MESSAGING]) {
+      await Promise.all(Array.from({ length: 12 }, () => call(lipa.url, 'POST', family.path, { token: carol.token, body: {} })));
+      const reply = await list(family, carol.token);
+      const order = (k: Record<string, string>) => [k.createdAt, k[family.idField]].join(' ');
+      const expected = [...reply.body].sort((a, b) => (order(a) < order(b) ? 1 : -1));
+      assert.deepEqual(
+        reply.body.map((k: Record<string, string>) => k[family.idField]),
+        expected.map((k: Record<string, string>) => k[family.idField]),
+        family.path,
+      );
+    }
+  });
+
   test('POST /api/v1/messaging-keys answers exactly 201 {id, apiKey}; GET lists a prefix but never the key', async () => {
     const startedAt = Date.now();
     const named = await call(lipa.url, 'POST', MESSAGING.path, { token: alice.token, body: { name: 'Newsletter' } });

@@ -37,6 +37,7 @@ export async function listApiKeys(ctx: AppContext, merchantId: string) {
     .select(['id', 'name', 'created_at', 'revoked_at'])
     .where('merchant_id', '=', merchantId)
     .orderBy('created_at', 'desc')
+    .orderBy('id', 'desc')
     .execute();
   return rows.map((r) => ({ keyId: r.id, name: r.name, createdAt: iso(r.created_at) as string, revokedAt: iso(r.revoked_at) }));
 }
@@ -85,6 +86,7 @@ export async function listMessagingKeys(ctx: AppContext, merchantId: string) {
     .select(['id', 'name', 'key_prefix', 'created_at', 'revoked_at'])
     .where('merchant_id', '=', merchantId)
     .orderBy('created_at', 'desc')
+    .orderBy('id', 'desc')
     .execute();
   return rows.map((r) => ({
     id: r.id,

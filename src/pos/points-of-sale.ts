@@ -88,6 +88,7 @@ export async function listPointsOfSale(ctx: AppContext, merchantId: string) {
     .selectAll()
     .where('merchant_id', '=', merchantId)
     .orderBy('created_at', 'desc')
+    .orderBy('id', 'desc')
     .execute();
   return rows.map(toPointOfSale);
 }

@@ -28,7 +28,7 @@ export async function listWalletPayments(ctx: AppContext, payerId: string, statu
     .select('s.pos_company_name')
     .where('p.payer_id', '=', payerId);
   if (status) query = query.where('p.status', '=', status);
-  const rows = await query.orderBy('p.created_at', 'desc').limit(200).execute();
+  const rows = await query.orderBy('p.created_at', 'desc').orderBy('p.id', 'desc').limit(200).execute();
   return rows.map((p) => ({
     paymentIdentifier: p.id,
     status: p.status,
