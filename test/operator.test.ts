@@ -359,10 +359,15 @@ describe('operator API (CONTRACT §2)', () => {
 
   test('concurrent deposits to one wallet are all counted', async () => {
     const payer = await createPayer(lipa, { balance: 0 });
-    const replies = await Promise.all(Array.from({ length: 20 }, () => depositTo(lipa, payer.phone, 0.01)));
+    const replies = await Promise.all(Array.from({ length: 50 }, () => depositTo(lipa, payer.phone, 0.01)));
     for (const reply of replies) assert.equal(reply.status, 200, reply.text);
-    assert.equal(await walletBalance(lipa, payer.phone), 20);
-    assert.deepEqual((await depositTo(lipa, payer.phone, 0.8)).body, { phone: payer.phone, balance: 1 });
+    // Each answer is the balance its own deposit made: 0.01, 0.02, … 0.50, each once.
+    assert.deepEqual(
+      replies.map((r) => r.body.balance).sort((a, b) => a - b),
+      Array.from({ length: 50 }, (_, i) => (i + 1) / 100),
+    );
+    assert.equal(await walletBalance(lipa, payer.phone), 50);
+    assert.deepEqual((await depositTo(lipa, payer.phone, 0.5)).body, { phone: payer.phone, balance: 1 });
   });
 
   test('a deposit to an unknown phone answers 404; a bad amount 422; the balance is unchanged', async () => {

@@ -83,8 +83,13 @@ export async function deposit(ctx: AppContext, phone: string, amount: number) {
     );
   const now = ctx.now();
   const wallet = accountId('wallet', payer.id);
-  await ctx.store.write((tx) => postDeposit(tx, payer.id, minor, now));
-  return { phone, balance: fromMinorUnits((await balanceOf(ctx.store.db, wallet)) ?? 0) };
+  // The balance this deposit made, read in its own transaction: another deposit committed
+  // meanwhile would otherwise show in this answer.
+  const balance = await ctx.store.write(async (tx) => {
+    await postDeposit(tx, payer.id, minor, now);
+    return balanceOf(tx, wallet);
+  });
+  return { phone, balance: fromMinorUnits(balance ?? 0) };
 }
 
 /** Payers with their wallet balance, newest first (the operator API and CLI). */
