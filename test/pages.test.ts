@@ -133,6 +133,25 @@ describe('pages: /pay and /wallet', () => {
     assert.equal(status.body.error.code, 'not_found');
   });
 
+  test('a page the database cannot serve is a page too: 503 with Retry-After, not a JSON body', async () => {
+    const payment = await createPayment(merchant, client, { payer: { method: 'phone', value: '254799000111' } });
+    const db = lipa.ctx.store.db;
+    const selectFrom = db.selectFrom;
+    // A disk error (SQLite's SQLITE_IOERR), which cannot be had here for real, on every read.
+    db.selectFrom = (() => {
+      throw Object.assign(new Error('disk I/O error'), { code: 'SQLITE_IOERR' });
+    }) as typeof db.selectFrom;
+    try {
+      const reply = await call(lipa.url, 'GET', `/pay/${payment.paymentIdentifier}`);
+      assertStrictPage(reply, 503);
+      assert.equal(reply.headers.get('retry-after'), '5');
+      assert.match(reply.text, /Reload the page in a few seconds/);
+    } finally {
+      db.selectFrom = selectFrom;
+    }
+    assertStrictPage(await call(lipa.url, 'GET', `/pay/${payment.paymentIdentifier}`));
+  });
+
   test('once paid, the status carries the success redirect with both parameters, keeping the existing query', async () => {
     const orderId = `order #1&x=2 ${unique('')}`;
     // A payer who answers when the test says so: the page is seen pending first, for sure.

@@ -1,7 +1,8 @@
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { AppContext } from '../context.js';
 import type { DeclineReason, PaymentStatus, PaymentTable } from '../db/schema.js';
-import { AppError } from '../http/errors.js';
+import { AppError, errorHandler, toAppError } from '../http/errors.js';
 import { errors } from '../http/schemas.js';
 import type { App } from '../http/types.js';
 import { PaymentStatusSchema } from '../payments/schemas.js';
@@ -143,6 +144,15 @@ function notFoundPage(): string {
   });
 }
 
+/** The page when the payment cannot be read now (the database is down, say): the consumer is told to retry. */
+function unavailablePage(): string {
+  return page({
+    title: 'Payment page unavailable',
+    body: html`<h1>This page is unavailable for a moment</h1>
+<p>We cannot show this payment request right now. Reload the page in a few seconds; nothing about the payment has changed.</p>`,
+  });
+}
+
 const PayParams = Type.Object({ paymentIdentifier: Type.String({ maxLength: 200 }) });
 
 export const PayStatus = Type.Object({
@@ -157,11 +167,24 @@ export const PayStatus = Type.Object({
 
 /** The hosted payment page (CONTRACT §10) and the status its script polls. Public: the identifier is unguessable. */
 export function registerPayPages(app: App, ctx: AppContext): void {
-  app.get('/pay/:paymentIdentifier', { schema: { hide: true, params: PayParams } }, async (request, reply) => {
-    const payment = await findPagePayment(ctx, request.params.paymentIdentifier);
-    if (!payment) return sendPage(reply, notFoundPage(), 404);
-    return sendPage(reply, paymentPage(ctx, payment));
-  });
+  // A browser asked for a page: a failure on our side is a page too (with the API's status and
+  // Retry-After), not a JSON body; a refused request (a too-long id) keeps the error body.
+  const pageErrorHandler = (error: Error, request: FastifyRequest, reply: FastifyReply) => {
+    const refusal = toAppError(error);
+    if (refusal.status < 500) return errorHandler(error as FastifyError, request, reply);
+    request.log.error({ err: error }, refusal.code === 'database_unavailable' ? 'database unavailable' : 'unhandled error');
+    for (const [name, value] of Object.entries(refusal.headers ?? {})) reply.header(name, value);
+    return sendPage(reply, unavailablePage(), refusal.status);
+  };
+  app.get(
+    '/pay/:paymentIdentifier',
+    { schema: { hide: true, params: PayParams }, errorHandler: pageErrorHandler },
+    async (request, reply) => {
+      const payment = await findPagePayment(ctx, request.params.paymentIdentifier);
+      if (!payment) return sendPage(reply, notFoundPage(), 404);
+      return sendPage(reply, paymentPage(ctx, payment));
+    },
+  );
 
   app.get(
     '/pay/:paymentIdentifier/status',
