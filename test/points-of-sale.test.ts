@@ -214,6 +214,25 @@ describe('points of sale (endpoint 4)', () => {
     assert.equal(longest.status, 201, longest.text);
   });
 
+  test('every field whose value breaks a rule is named in one refusal', async () => {
+    const reply = await createPos(
+      lipa,
+      alice.token,
+      posBody(alice.merchantId, randomUUID(), {
+        posCompanyName: '   ',
+        website: 'https:///x',
+        resultUrl: 'https://shop.example:0/cb',
+        serverUrl: 'https://user:pw@shop.example',
+      }),
+    );
+    assertError(reply, 422, 'validation_failed');
+    assert.deepEqual(
+      reply.body.error.details.map((d: { field: string }) => d.field),
+      ['posCompanyName', 'website', 'resultUrl', 'serverUrl', 'categoryId'],
+      reply.text,
+    );
+  });
+
   test('no token or a garbage token answers 401; nothing is created', async () => {
     const body = posBody(alice.merchantId, category);
     for (const token of [undefined, 'garbage', `${alice.token}x`]) {

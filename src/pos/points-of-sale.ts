@@ -3,7 +3,7 @@ import type { Static } from 'typebox';
 import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/database.js';
 import type { PointOfSaleTable } from '../db/schema.js';
-import { AppError, assertText, validationError } from '../http/errors.js';
+import { AppError, assertText, FieldChecks, validationError } from '../http/errors.js';
 import { isoTime } from '../http/time.js';
 import type { PosBody } from './schemas.js';
 
@@ -48,23 +48,30 @@ export async function createPointOfSale(ctx: AppContext, merchantId: string, bod
   if (body.merchantId.toLowerCase() !== merchantId) {
     throw new AppError('forbidden', 'merchantId must be your own merchant id.');
   }
-  assertText('posCompanyName', body.posCompanyName, 'name');
-  assertText('description', body.description, 'text');
-  assertHttpUrl(ctx, 'website', body.website, false);
-  assertHttpUrl(ctx, 'resultUrl', body.resultUrl, true);
-  assertHttpUrl(ctx, 'serverUrl', body.serverUrl, false);
+  // Every field at fault in one refusal, as for a payment.
+  const checks = new FieldChecks();
+  checks.run(() => assertText('posCompanyName', body.posCompanyName, 'name'));
+  checks.run(() => assertText('description', body.description, 'text'));
+  checks.run(() => assertHttpUrl(ctx, 'website', body.website, false));
+  checks.run(() => assertHttpUrl(ctx, 'resultUrl', body.resultUrl, true));
+  checks.run(() => assertHttpUrl(ctx, 'serverUrl', body.serverUrl, false));
   const category = await ctx.store.db
     .selectFrom('categories')
     .select('id')
     .where('id', '=', body.categoryId.toLowerCase())
     .executeTakeFirst();
-  if (!category) throw validationError('categoryId', 'is not a known category (see GET /api/v1/categories)');
+  checks.run(() => {
+    if (!category) throw validationError('categoryId', 'is not a known category (see GET /api/v1/categories)');
+  });
+  checks.done();
+  // done() has thrown unless every rule passed: the category is known.
+  const categoryId = (category as { id: string }).id;
 
   const row: PointOfSaleTable = {
     id: randomUUID(),
     merchant_id: merchantId,
     terminal_id: body.terminalId,
-    category_id: category.id,
+    category_id: categoryId,
     pos_company_name: body.posCompanyName,
     description: body.description,
     website: body.website,
