@@ -632,6 +632,8 @@ describe('pages end to end in Chromium', () => {
     const balance = apiPayers.body.find((p: { phone: string }) => p.phone === payer.phone)?.balance;
     assert.equal(balance, 3499.5);
     assert.equal(await payerRow.locator('[data-label="Balance"]').textContent(), money(balance));
+    // Times name their zone (the browser's: Nairobi here).
+    assert.match((await payerRow.locator('[data-label="Created"]').textContent()) ?? '', /\d{2}:\d{2}:\d{2} EAT$/);
     assert.ok(((await payers.textContent()) ?? '').includes('254708000001'), 'the staging payers too');
     await assertFitsPhone(page, 'admin payers');
 

@@ -204,9 +204,19 @@ export function loginFlow({ form, loginLabel, passwordLabel, passwordType = 'pas
   login.focus();
 }
 
-/** A date-time from the API (ISO 8601) in the reader's locale; '—' when absent. */
+const WHEN = {
+  year: 'numeric',
+  month: 'short',
+  day: 'numeric',
+  hour: '2-digit',
+  minute: '2-digit',
+  second: '2-digit',
+  timeZoneName: 'short',
+};
+
+/** A date-time from the API (ISO 8601) in the reader's locale and time zone, which it names; '—' when absent. */
 export function when(iso) {
-  return iso ? new Date(iso).toLocaleString() : '—';
+  return iso ? new Date(iso).toLocaleString(undefined, WHEN) : '—';
 }
 
 /**
