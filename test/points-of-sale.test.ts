@@ -228,7 +228,7 @@ describe('points of sale (endpoint 4)', () => {
     assertError(reply, 422, 'validation_failed');
     assert.deepEqual(
       reply.body.error.details.map((d: { field: string }) => d.field),
-      ['posCompanyName', 'website', 'resultUrl', 'serverUrl', 'categoryId'],
+      ['categoryId', 'posCompanyName', 'website', 'resultUrl', 'serverUrl'],
       reply.text,
     );
   });

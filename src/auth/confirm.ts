@@ -26,11 +26,12 @@ const invalidOtp = () =>
 const JUST_USED_MS = 60_000;
 
 /**
- * A refused try with the code this login used a moment ago (a form sent twice, a client's
- * retry racing its own success) is no guess: it tells nobody anything new, so it does not
- * count towards the login's lockout. Anything else stays counted.
+ * A refused try with the code this login used (or had replaced by a new login) a moment ago
+ * (a form sent twice, a client's retry racing its own success) is no guess: it tells nobody
+ * anything new, so it does not count towards the login's lockout. Anything else stays
+ * counted, the staging OTP included.
  */
-async function forgiveRepeat(ctx: AppContext, login: string, otp: string, now: number): Promise<void> {
+async function forgiveRepeat(ctx: AppContext, login: string, otp: string, now: number, countedIn: number): Promise<void> {
   const used = await ctx.store.db
     .selectFrom('otp_challenges')
     .select('otp_hash')
@@ -39,11 +40,9 @@ async function forgiveRepeat(ctx: AppContext, login: string, otp: string, now: n
     .orderBy('consumed_at', 'desc')
     .limit(1)
     .executeTakeFirst();
-  if (!used) return;
-  const repeat =
-    timingSafeEqual(Buffer.from(hashOtp(ctx, login, otp)), Buffer.from(used.otp_hash)) ||
-    (ctx.config.stagingOtp !== null && safeEqual(otp, ctx.config.stagingOtp));
-  if (repeat) await forgiveLoginAttempt(ctx, login);
+  if (used && timingSafeEqual(Buffer.from(hashOtp(ctx, login, otp)), Buffer.from(used.otp_hash))) {
+    await forgiveLoginAttempt(ctx, login, countedIn);
+  }
 }
 
 /**
@@ -52,7 +51,7 @@ async function forgiveRepeat(ctx: AppContext, login: string, otp: string, now: n
  */
 export async function confirmOtp(ctx: AppContext, input: { login: string; otp: string }) {
   const login = normaliseLogin(input.login);
-  await countLoginAttempt(ctx, login);
+  const countedIn = await countLoginAttempt(ctx, login);
   const now = ctx.now();
   const challenge = await ctx.store.db
     .selectFrom('otp_challenges')
@@ -65,7 +64,7 @@ export async function confirmOtp(ctx: AppContext, input: { login: string; otp: s
     .limit(1)
     .executeTakeFirst();
   if (!challenge) {
-    await forgiveRepeat(ctx, login, input.otp, now);
+    await forgiveRepeat(ctx, login, input.otp, now, countedIn);
     throw invalidOtp();
   }
   const matches =
@@ -86,7 +85,7 @@ export async function confirmOtp(ctx: AppContext, input: { login: string; otp: s
     return openSession(ctx, tx, { type: challenge.subject_type, id: challenge.subject_id }, 'main', now);
   });
   if (!session) {
-    await forgiveRepeat(ctx, login, input.otp, now);
+    await forgiveRepeat(ctx, login, input.otp, now, countedIn);
     throw invalidOtp();
   }
   await clearLoginFailures(ctx, login);

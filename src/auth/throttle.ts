@@ -13,7 +13,8 @@ const WINDOW_MS = 15 * 60 * 1000;
 
 const keyOf = (login: string) => `login:${login}`;
 
-export async function countLoginAttempt(ctx: AppContext, login: string): Promise<void> {
+/** Counts one attempt; resolves to the start of the window it was counted in. */
+export async function countLoginAttempt(ctx: AppContext, login: string): Promise<number> {
   const now = ctx.now();
   const stale = now - WINDOW_MS;
   const row = await ctx.store.write((tx) =>
@@ -30,13 +31,20 @@ export async function countLoginAttempt(ctx: AppContext, login: string): Promise
       .executeTakeFirstOrThrow(),
   );
   if (row.count > ctx.config.rateLimitLoginFailures) throw tooManyRequests(row.window_start + WINDOW_MS - now);
+  return Number(row.window_start);
 }
 
-/** The attempt was not a failure (the password was right). */
-export async function forgiveLoginAttempt(ctx: AppContext, login: string): Promise<void> {
-  await ctx.store.write((tx) =>
-    tx.updateTable('auth_throttle').set({ count: sql`count - 1` }).where('key', '=', keyOf(login)).where('count', '>', 0).execute(),
-  );
+/**
+ * The attempt was not a failure (the password was right). With `countedIn` (countLoginAttempt's
+ * window), only if the count is still that window's: one cleared since (a success) and begun
+ * again holds others' attempts, not this one.
+ */
+export async function forgiveLoginAttempt(ctx: AppContext, login: string, countedIn?: number): Promise<void> {
+  await ctx.store.write((tx) => {
+    let forgive = tx.updateTable('auth_throttle').set({ count: sql`count - 1` }).where('key', '=', keyOf(login)).where('count', '>', 0);
+    if (countedIn !== undefined) forgive = forgive.where('window_start', '=', countedIn);
+    return forgive.execute();
+  });
 }
 
 export async function clearLoginFailures(ctx: AppContext, login: string): Promise<void> {

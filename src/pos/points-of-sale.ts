@@ -48,21 +48,21 @@ export async function createPointOfSale(ctx: AppContext, merchantId: string, bod
   if (body.merchantId.toLowerCase() !== merchantId) {
     throw new AppError('forbidden', 'merchantId must be your own merchant id.');
   }
-  // Every field at fault in one refusal, as for a payment.
-  const checks = new FieldChecks();
-  checks.run(() => assertText('posCompanyName', body.posCompanyName, 'name'));
-  checks.run(() => assertText('description', body.description, 'text'));
-  checks.run(() => assertHttpUrl(ctx, 'website', body.website, false));
-  checks.run(() => assertHttpUrl(ctx, 'resultUrl', body.resultUrl, true));
-  checks.run(() => assertHttpUrl(ctx, 'serverUrl', body.serverUrl, false));
   const category = await ctx.store.db
     .selectFrom('categories')
     .select('id')
     .where('id', '=', body.categoryId.toLowerCase())
     .executeTakeFirst();
+  // Every field at fault in one refusal, in the body's order, as for a payment.
+  const checks = new FieldChecks();
   checks.run(() => {
     if (!category) throw validationError('categoryId', 'is not a known category (see GET /api/v1/categories)');
   });
+  checks.run(() => assertText('posCompanyName', body.posCompanyName, 'name'));
+  checks.run(() => assertText('description', body.description, 'text'));
+  checks.run(() => assertHttpUrl(ctx, 'website', body.website, false));
+  checks.run(() => assertHttpUrl(ctx, 'resultUrl', body.resultUrl, true));
+  checks.run(() => assertHttpUrl(ctx, 'serverUrl', body.serverUrl, false));
   checks.done();
   // done() has thrown unless every rule passed: the category is known.
   const categoryId = (category as { id: string }).id;
