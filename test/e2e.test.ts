@@ -707,6 +707,12 @@ describe('pages end to end in Chromium', () => {
       await until('the refusal', async () => (await page.locator('#d-amount').getAttribute('aria-invalid')) === 'true');
       assert.equal(await page.locator('#d-amount:focus').count(), 1, 'the focus is on the field');
       await page.getByText(/^Amount \(KES\) must be/).waitFor();
+      // No answer to a deposit: it may have been made, so the page does not just say "try again".
+      await page.route('**/deposits', (route) => route.abort('connectionreset'));
+      await page.locator('#d-amount').fill('1');
+      await page.getByRole('button', { name: 'Deposit', exact: true }).click();
+      await page.getByText(`No answer came: the deposit may or may not have been made. Check ${depositor.phone}'s balance below`).waitFor();
+      await page.unroute('**/deposits');
     } finally {
       await page.close();
     }
@@ -728,6 +734,13 @@ describe('pages end to end in Chromium', () => {
       await dash.getByRole('button', { name: 'Create key' }).click();
       await dash.getByText('Cannot reach Lipa. Check your connection and try again.').waitFor();
       await dash.unroute('**/api/v1/api-keys');
+      // Nor does a network failure sign the merchant out: the page offers to try again.
+      await dash.route('**/api/v1/me', (route) => route.abort('connectionrefused'));
+      await dash.reload();
+      await dash.getByRole('button', { name: 'Try again' }).waitFor();
+      await dash.unroute('**/api/v1/me');
+      await dash.getByRole('button', { name: 'Try again' }).click();
+      await dash.getByRole('tab', { name: 'Signing keys' }).waitFor();
     } finally {
       await dash.close();
     }

@@ -249,6 +249,11 @@ async function payersView(view) {
   onSubmit(depositForm, async () => {
     const phone = d.phone.value.trim();
     const reply = await call('POST', `/api/v1/admin/payers/${encodeURIComponent(phone)}/deposits`, { amount: Number(d.amount.value) });
+    if (reply.status === 0) {
+      // It may have been made: sending it again could deposit twice. The list says.
+      show(depositStatus, `No answer came: the deposit may or may not have been made. Check ${phone}'s balance below before trying again.`);
+      return refresh();
+    }
     if (reply.status !== 200) return show(depositStatus, problem(reply, depositForm, 'd-'));
     depositForm.reset();
     show(depositStatus, `${reply.body.phone} now has ${money(reply.body.balance)}.`, 'notice');
@@ -307,7 +312,10 @@ async function outboxView(view) {
 
   async function refresh() {
     const reply = await call('GET', '/api/v1/admin/outbox?limit=100');
-    if (reply.status !== 200) return list.replaceChildren(el('p', { class: 'error', text: errorText(reply) }));
+    if (reply.status !== 200) {
+      last = ''; // the list shows the error now: the next answer replaces it, changed or not
+      return list.replaceChildren(el('p', { class: 'error', text: errorText(reply) }));
+    }
     updated.textContent = `Updated ${new Date().toLocaleTimeString()}`;
     const text = JSON.stringify(reply.body);
     if (text === last) return; // unchanged: keep the reader's place and open details

@@ -72,6 +72,16 @@ function signInView(message, kind = 'error') {
 async function start() {
   const reply = await call('GET', '/api/v1/me');
   if (reply.status === 401) return; // call() has signed out
+  // The network or the service failing is no reason to sign out: the session still holds.
+  if (reply.status === 0 || reply.status >= 500) {
+    const retry = el('button', { type: 'button', text: 'Try again', onclick: () => void start() });
+    root.replaceChildren(
+      el('h1', { text: 'Merchant dashboard' }),
+      el('p', { class: 'error', role: 'alert', text: errorText(reply) }),
+      retry,
+    );
+    return retry.focus();
+  }
   if (reply.status !== 200) return signOut(errorText(reply));
   if (reply.body.type !== 'merchant') {
     // The page forgets the token; it is ended on the server too, so no copy of it lives on.
@@ -115,7 +125,9 @@ async function start() {
 async function loadCategories() {
   if (categories) return categories;
   const reply = await api('GET', '/api/v1/categories');
-  categories = reply.status === 200 ? reply.body : [];
+  // Kept only when read: a failure is tried again the next time the tab opens.
+  if (reply.status !== 200) return [];
+  categories = reply.body;
   return categories;
 }
 
@@ -124,6 +136,7 @@ async function posView(panel) {
   const formStatus = statusLine();
   const [cats] = await Promise.all([loadCategories()]);
   const names = new Map(cats.map((c) => [c.categoryId, `${c.mcc} · ${c.name}`]));
+  if (cats.length === 0) show(formStatus, 'The categories could not be loaded; open this tab again to retry.');
 
   const input = (id, props = {}) => el('input', { id, name: id, required: true, ...props });
   const inputs = {
