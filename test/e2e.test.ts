@@ -670,6 +670,11 @@ describe('pages end to end in Chromium', () => {
     const merchantOtp = recipients.findIndex((to, i) => to === dashboardMerchant.login && types[i] === 'email · otp');
     assert.ok(merchantOtp > 0, 'the merchant’s earlier OTP is listed below the new one');
     await capture(page, 'admin-outbox');
+    // Paused stays paused across sections.
+    await page.getByRole('button', { name: 'Auto-refresh every 3 s: on' }).click();
+    await page.getByRole('tab', { name: 'Payers' }).click();
+    await page.getByRole('tab', { name: 'Outbox' }).click();
+    await page.getByRole('button', { name: 'Auto-refresh every 3 s: off' }).waitFor();
   });
 
   test('a double click sends one request (a deposit, a merchant, a key); a network failure is said, not swallowed', async () => {

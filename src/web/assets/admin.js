@@ -20,6 +20,7 @@ import {
 } from './common.js';
 
 const TOKEN = 'lipa.admin.token';
+const OUTBOX_PAUSED = 'lipa.admin.outboxPaused';
 const root = $('#app');
 const production = document.body.dataset.env === 'production';
 let token = session.get(TOKEN);
@@ -346,12 +347,20 @@ async function outboxView(view) {
       if (!document.hidden) void refresh();
     }, 3000);
   };
+  const showToggle = (on) => {
+    toggle.setAttribute('aria-pressed', String(on));
+    toggle.textContent = `Auto-refresh every 3 s: ${on ? 'on' : 'off'}`;
+  };
+  // Paused stays paused (for this tab) when the operator looks at another section and comes back.
+  const paused = session.get(OUTBOX_PAUSED) === '1';
+  showToggle(!paused);
   toggle.addEventListener('click', () => {
     const on = outboxTimer === null;
     if (on) startTimer();
     else stopOutbox();
-    toggle.setAttribute('aria-pressed', String(on));
-    toggle.textContent = `Auto-refresh every 3 s: ${on ? 'on' : 'off'}`;
+    if (on) session.clear(OUTBOX_PAUSED);
+    else session.set(OUTBOX_PAUSED, '1');
+    showToggle(on);
   });
 
   view.replaceChildren(
@@ -369,7 +378,7 @@ async function outboxView(view) {
     list,
   );
   await refresh();
-  if (view.isConnected) startTimer();
+  if (view.isConnected && !paused) startTimer();
 }
 
 const VIEWS = { merchants: merchantsView, payers: payersView, outbox: outboxView };
