@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { sql } from 'kysely';
 import type { LipaClient, Payment, PaymentRequest } from '../src/client/index.js';
 import { accountId, balanceOf, checkLedger } from '../src/ledger/ledger.js';
 import { expireDuePayments } from '../src/payments/expire.js';
@@ -97,10 +98,38 @@ async function paymentTransactions(lipa: Lipa, paymentId: string): Promise<numbe
   return rows.length;
 }
 
+/**
+ * The books as the postings alone say, summed here rather than by the code under test
+ * (checkLedger) or from the balances it keeps: per account, per transaction, and in all.
+ */
+async function postedBooks(lipa: Lipa) {
+  const postings = await lipa.ctx.store.db.selectFrom('ledger_postings').select(['transaction_id', 'account_id', 'amount']).execute();
+  const byAccount = new Map<string, number>();
+  const byTransaction = new Map<string, number>();
+  for (const p of postings) {
+    byAccount.set(p.account_id, (byAccount.get(p.account_id) ?? 0) + Number(p.amount));
+    byTransaction.set(p.transaction_id, (byTransaction.get(p.transaction_id) ?? 0) + Number(p.amount));
+  }
+  return { byAccount, byTransaction, count: postings.length };
+}
+
 async function assertLedgerBalances(lipa: Lipa, note = '') {
   const check = await checkLedger(lipa.ctx.store.db);
   assert.equal(check.total, 0, `ledger total ${note}`);
   assert.deepEqual([check.mismatched, check.negative, check.unbalanced], [[], [], []], `ledger check ${note}`);
+  // And from the postings themselves: every transaction sums to zero, and every stored balance
+  // (what the wallet API shows) is the sum of its account's postings.
+  const books = await postedBooks(lipa);
+  assert.ok(books.count > 0, 'there are postings to check');
+  assert.deepEqual(
+    [...books.byTransaction].filter(([, sum]) => sum !== 0),
+    [],
+    `unbalanced transactions ${note}`,
+  );
+  const accounts = await lipa.ctx.store.db.selectFrom('ledger_accounts').select(['id', 'balance']).execute();
+  for (const account of accounts) {
+    assert.equal(Number(account.balance), books.byAccount.get(account.id) ?? 0, `${account.id}: stored balance vs its postings ${note}`);
+  }
 }
 
 /** Polls the status endpoint until the payment reaches one of `statuses`. */
@@ -264,6 +293,21 @@ describe('wallet: accept and decline', () => {
     for (const attempt of attempts) await assert.rejects(attempt.execute(), /append-only/, attempt.compile().sql);
     assert.deepEqual(await db.selectFrom('ledger_postings').selectAll().orderBy('id').execute(), postings);
     assert.deepEqual(await db.selectFrom('ledger_transactions').selectAll().orderBy('id').execute(), transactions);
+    await assertLedgerBalances(lipa);
+  });
+
+  test('checkLedger finds a stored balance that is not the sum of its postings', async () => {
+    const payer = await createPayer(lipa, { balance: 10 });
+    const db = lipa.ctx.store.db;
+    const wallet = accountId('wallet', payer.payerId);
+    assert.deepEqual((await checkLedger(db)).mismatched, []);
+    await db.updateTable('ledger_accounts').set({ balance: sql`balance + 1` }).where('id', '=', wallet).execute();
+    try {
+      assert.deepEqual((await checkLedger(db)).mismatched, [wallet]);
+      assert.notEqual((await checkLedger(db)).total, 0);
+    } finally {
+      await db.updateTable('ledger_accounts').set({ balance: sql`balance - 1` }).where('id', '=', wallet).execute();
+    }
     await assertLedgerBalances(lipa);
   });
 
@@ -986,9 +1030,8 @@ describe('wallet: ledger property test', () => {
         assert.equal(await paymentTransactions(lipa, payment.id), payment.status === 'paid' ? 1 : 0, at(`${payment.id} paid once`));
       }
 
-      const check = await checkLedger(lipa.ctx.store.db);
-      assert.equal(check.total, 0, at('ledger total'));
-      assert.deepEqual([check.mismatched, check.negative, check.unbalanced], [[], [], []], at('ledger check'));
+      await assertLedgerBalances(lipa, at('books'));
+      const books = await postedBooks(lipa);
 
       const accounts = await lipa.ctx.store.db.selectFrom('ledger_accounts').select(['kind', 'balance']).execute();
       const sum = (kind: string) => accounts.filter((a) => a.kind === kind).reduce((total, a) => total + Number(a.balance), 0);
@@ -997,6 +1040,11 @@ describe('wallet: ledger property test', () => {
       for (const payer of payers) {
         assert.equal(await walletBalance(lipa, payer.token), balance(payer), at(`wallet of ${payer.fixture.phone} (API)`));
         assert.equal(await ledger(lipa, 'wallet', payer.fixture.payerId), balance(payer), at(`wallet of ${payer.fixture.phone} (ledger)`));
+        assert.equal(
+          books.byAccount.get(accountId('wallet', payer.fixture.payerId)) ?? 0,
+          balance(payer),
+          at(`wallet of ${payer.fixture.phone} (its postings)`),
+        );
       }
       for (const [index, s] of shops.entries()) {
         const earned = payments.filter((p) => p.shop === index && p.status === 'paid').reduce((total, p) => total + p.amount, 0);
