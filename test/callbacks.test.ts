@@ -491,6 +491,59 @@ describe('callback delivery: retries, back-off, redelivery, body and signature',
     }
   });
 
+  test('the retry schedule as the worker runs it: each wait double the last, capped at 8 h; failed after the last try', async () => {
+    // The default 30 s base, where the cap is reached: the 12th wait would be 30 s × 2¹¹ = 17 h.
+    const slow = await startLipa();
+    const receiver = await startReceiver();
+    receiver.respond = () => 500;
+    try {
+      const merchant = await merchantWithPos(slow, { resultUrl: `${receiver.url}/s` });
+      for (const [made, expectedMs] of [
+        [9, 30_000 * 2 ** 9],
+        [11, MAX_DELAY_MS],
+        [MAX_ATTEMPTS - 1, null],
+      ] as const) {
+        const payment = await pay(clientFor(slow.url, merchant), merchant, `${receiver.url}/s`);
+        const { event } = await waitForDelivery(
+          slow.url,
+          merchant.token,
+          payment.paymentIdentifier,
+          `${receiver.url}/s`,
+          (d) => d.history.length >= 1,
+        );
+        // As if `made` tries had failed, the next one due now (waiting for them would take hours).
+        await slow.ctx.store.write((tx) =>
+          tx
+            .updateTable('callback_deliveries')
+            .set({ attempts: made, next_attempt_at: Date.now(), locked_until: 0 })
+            .where('event_id', '=', event.eventId)
+            .execute(),
+        );
+        const { delivery } = await waitForDelivery(
+          slow.url,
+          merchant.token,
+          payment.paymentIdentifier,
+          `${receiver.url}/s`,
+          (d) => d.attempts === made + 1,
+        );
+        if (expectedMs === null) {
+          assert.equal(delivery.status, 'failed', `after ${made + 1} tries`);
+          assert.equal(delivery.nextAttemptAt, null);
+          continue;
+        }
+        assert.equal(delivery.status, 'pending');
+        const delay = Date.parse(delivery.nextAttemptAt ?? '') - Date.parse(delivery.history.at(-1)?.attemptedAt ?? '');
+        assert.ok(
+          delay >= 0.9 * expectedMs && delay <= 1.1 * expectedMs + 1000,
+          `after ${made + 1} tries: ${delay} ms, not ~${expectedMs}`,
+        );
+      }
+    } finally {
+      await receiver.close();
+      await slow.close();
+    }
+  });
+
   test('redeliver sends the same body again; 404 for another merchant, 401 without a token', async () => {
     const receiver = await startReceiver();
     try {
