@@ -282,6 +282,12 @@ describe('an SMSC that reuses message ids, sends duplicate receipts, and passes 
       // A duplicate receipt for the delivered message, and one for an id nobody has yet: kept.
       assert.equal(await receipt('reused-1', 'UNDELIV'), 0);
       assert.equal(await receipt('not-yet-1', 'UNDELIV'), 0);
+      const kept = await lipa.ctx.store.db
+        .selectFrom('early_receipts')
+        .select('provider_id')
+        .where('provider_id', '=', 'not-yet-1')
+        .execute();
+      assert.equal(kept.length, 1, 'the receipt for an id nobody has yet is kept (what the third message must not take)');
       // A phone's text to the sender id that reads like a receipt (esm_class 0): no receipt.
       assert.equal(await peer.deliver({ esm_class: 0, short_message: 'id:reused-1 stat:UNDELIV' }), 0);
 

@@ -68,18 +68,25 @@ export function forgetOpenApi(base: string): void {
   checkers.delete(base);
 }
 
+/**
+ * The checker of the service at `base`: the document its harness registered, or the one it
+ * serves. Null only when the service is going away (stopping: 503, or the connection refused)
+ * and has no document to judge by; a service that answers without one fails the test.
+ */
 async function checkerFor(base: string): Promise<Checker | null> {
   const known = checkers.get(base);
   if (known) return known;
+  let response: Response;
   try {
-    const response = await fetch(`${base}/openapi.json`);
-    if (response.status !== 200) return null;
-    const checker = checkerOf((await response.json()) as OpenApiDocument);
-    checkers.set(base, checker);
-    return checker;
+    response = await fetch(`${base}/openapi.json`);
   } catch {
     return null;
   }
+  if (response.status === 503) return null;
+  if (response.status !== 200) throw new Error(`${base}/openapi.json answered ${response.status}: no document to check the answer against`);
+  const checker = checkerOf((await response.json()) as OpenApiDocument);
+  checkers.set(base, checker);
+  return checker;
 }
 
 function checkerOf(document: OpenApiDocument): Checker {
