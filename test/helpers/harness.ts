@@ -65,7 +65,7 @@ export interface Lipa {
  * Starts the real service in this process, listening on 127.0.0.1 with ephemeral ports,
  * on a fresh database. `env` overrides the service's environment (CONTRACT §1).
  */
-export async function startLipa(env: Record<string, string> = {}): Promise<Lipa> {
+export async function startLipa(env: Record<string, string> = {}, options: { expirySweep?: boolean } = {}): Promise<Lipa> {
   const database = env.DATABASE_URL ? { url: env.DATABASE_URL, drop: async () => undefined } : await freshDatabase();
   const config = loadConfig({ ADMIN_TOKEN, LOG_LEVEL: 'info', ...env, DATABASE_URL: database.url });
   const logs: string[] = [];
@@ -74,7 +74,7 @@ export async function startLipa(env: Record<string, string> = {}): Promise<Lipa>
   const ctx = createContext({ config, store, log, transports: createTransports(config, log) });
   const app = await buildApp(ctx);
   const mock = await buildMockApp(ctx);
-  const background = await startBackground(ctx);
+  const background = await startBackground(ctx, options);
   await app.listen({ port: 0, host: '127.0.0.1' });
   await mock.listen({ port: 0, host: '127.0.0.1' });
   const url = baseUrl(app);
