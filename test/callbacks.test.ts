@@ -104,6 +104,16 @@ async function pay(client: LipaClient, merchant: { terminalId: string }, callbac
 
 const onPath = (receiver: { received: Received[] }, path: string) => receiver.received.filter((r) => r.path === path);
 
+/** Sets an event's deliveries as if their tries had gone so, unleased: waiting for them would take hours. */
+const asIfTried = (lipa: Lipa, eventId: string, values: { status?: 'failed'; attempts: number; next_attempt_at?: number }) =>
+  lipa.ctx.store.write((tx) =>
+    tx
+      .updateTable('callback_deliveries')
+      .set({ ...values, locked_until: 0 })
+      .where('event_id', '=', eventId)
+      .execute(),
+  );
+
 /** Waits until the payment's callback to `${receiver.url}/cb` is settled, and checks it was delivered by one 200, sent once. */
 async function deliveredOnce(
   baseUrl: string,
@@ -464,13 +474,7 @@ describe('callback delivery: retries, back-off, redelivery, body and signature',
         (d) => d.history.length >= 1,
       );
       // As if every try had failed (waiting for them would take over an hour at a 1 s base).
-      await lipa.ctx.store.write((tx) =>
-        tx
-          .updateTable('callback_deliveries')
-          .set({ status: 'failed', attempts: MAX_ATTEMPTS, locked_until: 0 })
-          .where('event_id', '=', event.eventId)
-          .execute(),
-      );
+      await asIfTried(lipa, event.eventId, { status: 'failed', attempts: MAX_ATTEMPTS });
       const tries = onPath(receiver, '/down').length;
       const again = await call(lipa.url, 'POST', `/api/v1/callbacks/${event.eventId}/redeliver`, { token: merchant.token });
       assert.equal(again.status, 202, again.text);
@@ -512,13 +516,7 @@ describe('callback delivery: retries, back-off, redelivery, body and signature',
           (d) => d.history.length >= 1,
         );
         // As if `made` tries had failed, the next one due now (waiting for them would take hours).
-        await slow.ctx.store.write((tx) =>
-          tx
-            .updateTable('callback_deliveries')
-            .set({ attempts: made, next_attempt_at: Date.now(), locked_until: 0 })
-            .where('event_id', '=', event.eventId)
-            .execute(),
-        );
+        await asIfTried(slow, event.eventId, { attempts: made, next_attempt_at: Date.now() });
         const { delivery } = await waitForDelivery(
           slow.url,
           merchant.token,
