@@ -101,6 +101,10 @@ describe('messaging API: answers and refusals (embedded outbox)', () => {
       assert.ok(reply.body.message.length > 0, name);
     }
     assert.equal(await countMessages(lipa), before);
+    // Two recipients as a list: the answer says what is wrong, not that the address is missing.
+    const list = await send(lipa, keyA, email({ email: ['a@x.com', 'b@y.com'] }));
+    assert.equal(list.status, 400, list.text);
+    assert.equal(list.body.message, 'An email has exactly one recipient: message.email is one address, not a list.');
   });
 
   test('email invalid recipient: 500 with a JSON string saying the address is invalid, nothing stored', async () => {

@@ -39,6 +39,7 @@ export function validateMessage(body: unknown): ValidMessage | Refusal {
 
 function validateEmail(m: Record<string, unknown>): ValidMessage | Refusal {
   if (m.phone !== undefined) return bad('email', 'An email message has exactly one recipient, message.email; remove message.phone.');
+  if (Array.isArray(m.email)) return bad('email', 'An email has exactly one recipient: message.email is one address, not a list.');
   if (typeof m.email !== 'string' || m.email.trim() === '') return bad('email', 'message.email is required: one recipient address.');
   if (/[,;]/.test(m.email)) return bad('email', 'message.email takes exactly one recipient address.');
   if (typeof m.subject !== 'string' || m.subject.trim() === '') return bad('email', 'message.subject is required.');
