@@ -267,12 +267,18 @@ describe('messaging over SMPP', () => {
   });
 });
 
+/** A fresh SMPP peer, a service bound to it, and a messaging key of a new merchant. */
+async function onPeer() {
+  const peer = await startSmppPeer();
+  const lipa = await startLipa({ SMPP_URL: peer.url });
+  const key = (await messagingKey(lipa, (await merchantSession(lipa)).token)).apiKey as string;
+  return { peer, lipa, key };
+}
+
 describe('an SMSC that reuses message ids, sends duplicate receipts, and passes on texts from phones', () => {
   test('a receipt kept from before a message was sent never settles it; only its own receipt does', async () => {
-    const peer = await startSmppPeer();
-    const lipa = await startLipa({ SMPP_URL: peer.url });
+    const { peer, lipa, key } = await onPeer();
     try {
-      const key = (await messagingKey(lipa, (await merchantSession(lipa)).token)).apiKey;
       const receipt = (id: string, stat: string) => receiptFrom(peer, id, stat);
       peer.fixedMessageId = 'reused-1';
       const first = (await send(lipa, key, sms({ content: 'First of two with one id.' }))).body.data.id as string;
@@ -326,10 +332,8 @@ describe('an SMSC that reuses message ids, sends duplicate receipts, and passes 
 
 describe('an SMSC that gives an id again (its counter restarted) while an older message with it waits for its receipt', () => {
   test('the receipt settles the message last given the id; the older one, and a duplicate receipt, leave each other alone', async () => {
-    const peer = await startSmppPeer();
-    const lipa = await startLipa({ SMPP_URL: peer.url });
+    const { peer, lipa, key } = await onPeer();
     try {
-      const key = (await messagingKey(lipa, (await merchantSession(lipa)).token)).apiKey;
       const receipt = (stat: string) => receiptFrom(peer, 'again-1', stat);
       peer.fixedMessageId = 'again-1';
       const older = (await send(lipa, key, sms({ content: 'Older: its receipt never comes.' }))).body.data.id as string;

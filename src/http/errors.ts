@@ -308,11 +308,18 @@ export function errorHandler(error: FastifyError, request: FastifyRequest, reply
     error.validation && error.validationContext === 'body' && request.body === undefined
       ? new AppError('invalid_json', 'The body is empty; send a JSON object.')
       : toAppError(error);
-  if (appError.code === 'internal_error') request.log.error({ err: error }, 'unhandled error');
-  // At error, like any 5xx: a lock held too long (SQLITE_BUSY) or a runaway query (out of
-  // memory) is as often a bug as an outage, and must reach whoever watches the error log.
-  if (appError.code === 'database_unavailable') request.log.error({ err: error }, 'database unavailable');
+  logFailure(request, error, appError);
   return sendError(reply, appError);
+}
+
+/**
+ * A failure on our side goes to the error log. At error, like any 5xx, database_unavailable
+ * too: a lock held too long (SQLITE_BUSY) or a runaway query (out of memory) is as often a bug
+ * as an outage, and must reach whoever watches the error log.
+ */
+export function logFailure(request: FastifyRequest, error: Error, appError: AppError): void {
+  if (appError.code === 'internal_error') request.log.error({ err: error }, 'unhandled error');
+  if (appError.code === 'database_unavailable') request.log.error({ err: error }, 'database unavailable');
 }
 
 /**

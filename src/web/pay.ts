@@ -2,7 +2,7 @@ import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { Type } from 'typebox';
 import type { AppContext } from '../context.js';
 import type { DeclineReason, PaymentStatus, PaymentTable } from '../db/schema.js';
-import { AppError, errorHandler, toAppError } from '../http/errors.js';
+import { AppError, errorHandler, logFailure, toAppError } from '../http/errors.js';
 import { errors } from '../http/schemas.js';
 import type { App } from '../http/types.js';
 import { PaymentStatusSchema } from '../payments/schemas.js';
@@ -172,7 +172,7 @@ export function registerPayPages(app: App, ctx: AppContext): void {
   const pageErrorHandler = (error: Error, request: FastifyRequest, reply: FastifyReply) => {
     const refusal = toAppError(error);
     if (refusal.status < 500) return errorHandler(error as FastifyError, request, reply);
-    request.log.error({ err: error }, refusal.code === 'database_unavailable' ? 'database unavailable' : 'unhandled error');
+    logFailure(request, error, refusal);
     for (const [name, value] of Object.entries(refusal.headers ?? {})) reply.header(name, value);
     return sendPage(reply, unavailablePage(), refusal.status);
   };
