@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
 import { isSendableAddress } from './messaging/address.js';
+import type { SmppBind } from './messaging/transports/smpp.js';
 import type { MessageIdType } from './messaging/transports/smpp-protocol.js';
 import { isSmppSourceAddr } from './messaging/transports/smpp-url.js';
 
@@ -50,6 +51,8 @@ export interface Config {
   smppMsgIdType: MessageIdType | null;
   /** SMPP_THROUGHPUT: most submit_sm a second on this instance's bind; null: no limit. */
   smppThroughput: number | null;
+  /** SMPP_BIND: one transceiver bind, or a transmitter and a receiver bind. */
+  smppBind: SmppBind;
   logLevel: string;
 }
 
@@ -125,6 +128,7 @@ export function loadConfig(env: Env = process.env): Config {
     smppSourceNpi: byte(env, 'SMPP_SOURCE_NPI'),
     smppMsgIdType: msgIdType(env.SMPP_MSG_ID_TYPE),
     smppThroughput: env.SMPP_THROUGHPUT ? int(env, 'SMPP_THROUGHPUT', 0, 1) : null,
+    smppBind: oneOf(env, 'SMPP_BIND', ['transceiver', 'pair'], 'transceiver'),
     logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], 'info'),
   };
 }

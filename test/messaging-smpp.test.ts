@@ -156,6 +156,26 @@ describe('messaging over SMPP', () => {
     }
   });
 
+  test('SMPP_BIND=pair: submit_sm on a transmitter bind, the receipt on a receiver bind makes the message delivered', async () => {
+    for (const bad of ['both', 'TRANSCEIVER', 'receiver']) assert.throws(() => loadConfig({ SMPP_BIND: bad }), /SMPP_BIND/, bad);
+    assert.equal(loadConfig({}).smppBind, 'transceiver');
+    // This peer sends receipts only on a session bound to receive them.
+    const other = await startSmppPeer({ receipts: true, receiptDelayMs: 0 });
+    const paired = await startLipa({ SMPP_URL: other.url, SMPP_BIND: 'pair' });
+    try {
+      const session = await merchantSession(paired);
+      const pairedKey = (await messagingKey(paired, session.token)).apiKey;
+      const reply = await send(paired, pairedKey, sms({ content: 'Two binds' }));
+      assert.equal(reply.status, 201, reply.text);
+      assert.equal((await waitForStatus(paired, pairedKey, reply.body.data.id, ['delivered', 'failed'], 10_000)).status, 'delivered');
+      assert.deepEqual([...other.bindCommands].sort(), ['bind_receiver', 'bind_transmitter']);
+      assert.equal(other.submitted.at(-1)?.text, 'Two binds');
+    } finally {
+      await paired.close();
+      await other.close();
+    }
+  });
+
   test('SMPP_SOURCE_ADDR is checked at start, with or without SMPP_URL, and the refusal names it', () => {
     for (const bad of ['TOOLONGSENDERID', 'é', 'Duka\tBora']) {
       assert.throws(() => loadConfig({ SMPP_SOURCE_ADDR: bad }), /^Error: SMPP_SOURCE_ADDR must be a number .* \(got ".*"\)$/, bad);

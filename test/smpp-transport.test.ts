@@ -481,6 +481,67 @@ describe('SmppTransport', () => {
     await assert.rejects(transport.send(sms('too late')), /closed/);
   });
 
+  test('bind pair: submits go on a transmitter bind, receipts come on a receiver bind, and close() unbinds both', async (t) => {
+    const { logged, logger } = captureLog();
+    const { peer, transport } = await setup(t, { receipts: true, undeliverable: ['254708000999'] }, { bind: 'pair', logger });
+    const receipts = receiptsOf(transport);
+    const ok = await transport.send(sms('one', '708000001'));
+    const bad = await transport.send(sms('two', '708000999'));
+    await until('two receipts', () => receipts.length === 2);
+    // The peer sends receipts only on a session bound to receive, and refuses submits on a receiver.
+    assert.deepEqual([...peer.bindCommands].sort(), ['bind_receiver', 'bind_transmitter']);
+    assert.deepEqual(
+      receipts.map((r) => [r.providerId, r.delivered]).sort(),
+      [
+        [ok.providerId, true],
+        [bad.providerId, false],
+      ].sort(),
+    );
+    await until('deliver_sm_resp', () => peer.receiptAnswers.length === 2);
+    assert.deepEqual(peer.receiptAnswers, [0, 0]);
+    assert.equal(peer.connections(), 2);
+    assert.ok(transport.bound && transport.receiving);
+    assert.ok(logged.some((line) => line.startsWith('SMPP bound as transmitter {"smsc"') && line.includes('"bind":"transmitter"')));
+    assert.ok(logged.some((line) => line.startsWith('SMPP bound as receiver {"smsc"') && line.includes('"bind":"receiver"')));
+    await transport.close();
+    assert.equal(peer.unbinds, 2);
+    await sleep(100);
+    assert.equal(peer.connections(), 0);
+    assert.equal(peer.binds, 2);
+  });
+
+  test('bind pair: each bind is kept up on its own; receipts held while the receiver was down arrive when it binds again', async (t) => {
+    // Binds again after 0.4-0.6 s: long enough for a submit and its receipt while the receiver is down.
+    const { peer, transport } = await setup(
+      t,
+      { receipts: true, receiptDelayMs: 0 },
+      { bind: 'pair', reconnectMinMs: 500, reconnectMaxMs: 500 },
+    );
+    const receipts = receiptsOf(transport);
+    await transport.send(sms('before'));
+    await until('the first receipt', () => receipts.length === 1);
+    peer.dropConnections('bind_receiver');
+    await until('the transport to notice', () => !transport.receiving);
+    // The transmitter is untouched: it submits meanwhile, and the SMSC holds the receipt.
+    assert.equal(transport.bound, true);
+    const during = await transport.send(sms('during'));
+    await sleep(20);
+    assert.equal(transport.receiving, false, 'the receipt came while the receiver was down');
+    assert.ok(!receipts.some((r) => r.providerId === during.providerId));
+    await until('the receiver to bind again', () => transport.receiving);
+    await until('the held receipt', () => receipts.some((r) => r.providerId === during.providerId));
+    assert.equal(peer.bindCommands.filter((c) => c === 'bind_transmitter').length, 1);
+    assert.equal(peer.bindCommands.filter((c) => c === 'bind_receiver').length, 2);
+    // And a dropped transmitter binds again on its own, the receiver untouched.
+    peer.dropConnections('bind_transmitter');
+    await until('the transport to notice', () => !transport.bound);
+    assert.equal(transport.receiving, true);
+    const after = await transport.send(sms('after'));
+    await until('its receipt', () => receipts.some((r) => r.providerId === after.providerId));
+    assert.equal(peer.bindCommands.filter((c) => c === 'bind_transmitter').length, 2);
+    assert.equal(peer.bindCommands.filter((c) => c === 'bind_receiver').length, 2);
+  });
+
   test('submits are pipelined on one bind and the window is respected', async (t) => {
     const { peer, transport } = await setup(t, { submitDelayMs: 100 }, { windowSize: 20 });
     const results = await Promise.all(Array.from({ length: 60 }, (_, i) => transport.send(sms(`pipelined ${i}`))));

@@ -49,6 +49,8 @@ export interface SmppPeerOptions {
   tls?: boolean;
 }
 
+type BindCommand = 'bind_transceiver' | 'bind_transmitter' | 'bind_receiver';
+
 /**
  * A real SMPP 3.4 server (the `smpp` package's createServer) on 127.0.0.1 standing in for an
  * SMSC: checks the bind's credentials, answers enquire_link, answers submit_sm with a unique
@@ -64,6 +66,8 @@ export interface SmppPeer {
   submitted: SubmittedSms[];
   /** Successful / refused binds, enquire_link requests, unbind requests received. */
   binds: number;
+  /** The command of each successful bind, in order (bind_transceiver, bind_transmitter, bind_receiver). */
+  bindCommands: string[];
   bindFailures: number;
   enquireLinks: number;
   unbinds: number;
@@ -91,8 +95,8 @@ export interface SmppPeer {
   until(what: string, probe: () => boolean, timeoutMs?: number): Promise<void>;
   /** Open client connections. */
   connections(): number;
-  /** Cuts every connection at once (no unbind). */
-  dropConnections(): void;
+  /** Cuts every connection at once (no unbind), or only those bound with `command`. */
+  dropConnections(command?: BindCommand): void;
   /** Asks every bound client to unbind, as an SMSC going down for maintenance does. */
   unbindAll(): void;
   /** Stops listening and drops connections; `start()` listens again on the same port. */
@@ -115,7 +119,9 @@ export async function startSmppPeer(options: SmppPeerOptions = {}): Promise<Smpp
   let server: smpp.Server | null = null;
   /** Receipts that found no bound session yet; sent on the next bind, as an SMSC does. */
   const queuedReceipts: Array<Record<string, unknown>> = [];
-  const bound = new Set<smpp.Session>();
+  /** Bound sessions and what they bound as: a transmitter takes submits only, a receiver gets receipts only. */
+  const bound = new Map<smpp.Session, BindCommand>();
+  const receiving = () => [...bound].filter(([, command]) => command !== 'bind_transmitter').map(([session]) => session);
   const timers = new Set<NodeJS.Timeout>();
   const later = (ms: number, fn: () => void) => {
     const timer = setTimeout(() => {
@@ -128,7 +134,7 @@ export async function startSmppPeer(options: SmppPeerOptions = {}): Promise<Smpp
   const tlsOptions: { key: Buffer; cert: Buffer } | null = options.tls ? selfSignedCertificate() : null;
 
   const sendReceipt = (receipt: Record<string, unknown>, submitter?: smpp.Session) => {
-    const sessions = [...bound];
+    const sessions = receiving();
     const session = (options.receiptsViaOtherSession && sessions.find((s) => s !== submitter)) || sessions[0];
     if (!session?.deliver_sm(receipt, (resp) => peer.receiptAnswers.push(resp.command_status))) {
       queuedReceipts.push(receipt);
@@ -138,7 +144,7 @@ export async function startSmppPeer(options: SmppPeerOptions = {}): Promise<Smpp
   const onSession = (session: smpp.Session) => {
     session.on('error', () => session.destroy());
     session.socket.on('close', () => bound.delete(session));
-    session.on('bind_transceiver', (pdu: smpp.PDU) => {
+    const onBind = (command: BindCommand) => (pdu: smpp.PDU) => {
       if (pdu.system_id !== systemId || pdu.password !== password) {
         peer.bindFailures++;
         const status = pdu.system_id !== systemId ? smpp.errors.ESME_RINVSYSID : smpp.errors.ESME_RINVPASWD;
@@ -147,10 +153,12 @@ export async function startSmppPeer(options: SmppPeerOptions = {}): Promise<Smpp
         return;
       }
       peer.binds++;
-      bound.add(session);
+      peer.bindCommands.push(command);
+      bound.set(session, command);
       session.send(pdu.response({ system_id: 'lipa-test-smsc' }));
-      for (const receipt of queuedReceipts.splice(0)) sendReceipt(receipt);
-    });
+      if (command !== 'bind_transmitter') for (const receipt of queuedReceipts.splice(0)) sendReceipt(receipt);
+    };
+    for (const command of ['bind_transceiver', 'bind_transmitter', 'bind_receiver'] as const) session.on(command, onBind(command));
     session.on('enquire_link', (pdu: smpp.PDU) => {
       peer.enquireLinks++;
       if (peer.answerEnquireLink) session.send(pdu.response());
@@ -162,7 +170,7 @@ export async function startSmppPeer(options: SmppPeerOptions = {}): Promise<Smpp
       session.close();
     });
     session.on('submit_sm', (pdu: smpp.PDU) => {
-      if (!bound.has(session)) {
+      if (!bound.has(session) || bound.get(session) === 'bind_receiver') {
         session.send(pdu.response({ command_status: smpp.errors.ESME_RINVBNDSTS }));
         return;
       }
@@ -265,6 +273,7 @@ export async function startSmppPeer(options: SmppPeerOptions = {}): Promise<Smpp
     certificate: tlsOptions ? tlsOptions.cert.toString() : null,
     submitted: [],
     binds: 0,
+    bindCommands: [],
     bindFailures: 0,
     enquireLinks: 0,
     unbinds: 0,
@@ -278,7 +287,7 @@ export async function startSmppPeer(options: SmppPeerOptions = {}): Promise<Smpp
     throttledAt: [],
     deliver: (fields) =>
       new Promise<number>((resolve, reject) => {
-        const [session] = bound;
+        const [session] = receiving();
         if (!session) return reject(new Error('SMPP peer: no bound session to deliver to'));
         session.deliver_sm({ source_addr: '254700000000', destination_addr: 'LIPA', data_coding: 0, ...fields }, (resp) =>
           resolve(resp.command_status),
@@ -296,12 +305,15 @@ export async function startSmppPeer(options: SmppPeerOptions = {}): Promise<Smpp
       }
     },
     connections: () => server?.sessions.length ?? 0,
-    dropConnections: () => {
-      for (const session of [...(server?.sessions ?? [])]) session.destroy();
-      bound.clear();
+    dropConnections: (command) => {
+      for (const session of [...(server?.sessions ?? [])]) {
+        if (command !== undefined && bound.get(session) !== command) continue;
+        bound.delete(session);
+        session.destroy();
+      }
     },
     unbindAll: () => {
-      for (const session of [...bound]) {
+      for (const session of [...bound.keys()]) {
         bound.delete(session);
         session.unbind({}, () => session.close());
       }

@@ -21,6 +21,7 @@ export function createTransports(config: Config, log: FastifyBaseLogger): Transp
           sourceAddrNpi: config.smppSourceNpi ?? undefined,
           maxSubmitsPerSecond: config.smppThroughput ?? undefined,
           messageIdType: config.smppMsgIdType ?? undefined,
+          bind: config.smppBind,
           logger: log,
         })
       : null,

@@ -37,6 +37,8 @@ declare module 'smpp' {
       /** Sends a PDU; false (and nothing sent) when the socket is not writable. */
       send(pdu: PDU, responseCallback?: ResponseCallback, sendCallback?: ResponseCallback): boolean;
       bind_transceiver(options: Record<string, unknown>, responseCallback?: ResponseCallback): boolean;
+      bind_transmitter(options: Record<string, unknown>, responseCallback?: ResponseCallback): boolean;
+      bind_receiver(options: Record<string, unknown>, responseCallback?: ResponseCallback): boolean;
       submit_sm(options: Record<string, unknown>, responseCallback?: ResponseCallback): boolean;
       deliver_sm(options: Record<string, unknown>, responseCallback?: ResponseCallback): boolean;
       enquire_link(options?: Record<string, unknown> | ResponseCallback, responseCallback?: ResponseCallback): boolean;

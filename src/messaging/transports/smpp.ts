@@ -34,8 +34,9 @@ import {
 } from './transport.js';
 
 /**
- * SMS over SMPP 3.4 (the `smpp` package): one transceiver bind per transport, kept alive with
- * enquire_link and re-established with back-off after a drop. Many submit_sm are in flight at
+ * SMS over SMPP 3.4 (the `smpp` package): one transceiver bind per transport (or, for an SMSC
+ * that wants them apart, a transmitter bind for submits and a receiver bind for receipts), each
+ * kept alive with enquire_link and re-established with back-off after a drop. Many submit_sm are in flight at
  * once on the bind (up to `windowSize`), each matched to its submit_sm_resp by sequence number.
  *
  * Texts go out as GSM 03.38 (data_coding 0, unpacked septets) when every character is in that
@@ -64,8 +65,14 @@ export interface SmppTransportOptions {
   /** Default: 5/0 (alphanumeric) for a name, 1/1 (international, ISDN) for digits. */
   sourceAddrTon?: number;
   sourceAddrNpi?: number;
-  /** bind_transceiver system_type; default empty. */
+  /** The bind's system_type; default empty. */
   systemType?: string;
+  /**
+   * `transceiver` (default): one bind carries the submits and the receipts. `pair`: a
+   * transmitter bind for the submits and a receiver bind for the receipts, each its own
+   * connection kept up on its own, for SMSCs that do not offer transceiver binds (SMPP_BIND).
+   */
+  bind?: SmppBind;
   /** Interval of enquire_link while bound; default 30 s. */
   enquireLinkMs?: number;
   /** How long send() waits for a bind while disconnected; default 5 s. */
@@ -117,6 +124,11 @@ interface Pending {
 
 type ReceiptListener = (receipt: DeliveryReceipt) => void;
 
+export type SmppBind = 'transceiver' | 'pair';
+
+/** What one connection binds as. */
+type BindAs = 'transceiver' | 'transmitter' | 'receiver';
+
 export class SmppTransport implements SmsTransport {
   readonly name = 'smpp';
   /** `smpp://system_id@host:port`, without the password. */
@@ -142,6 +154,9 @@ export class SmppTransport implements SmsTransport {
   readonly #throttleRetryMs: number;
   readonly #tlsOptions: ConnectionOptions;
   readonly #log: SmppLogger | undefined;
+  readonly #bindAs: BindAs;
+  /** With `bind: 'pair'`, the receiver bind, a transport of its own that only takes receipts. */
+  readonly #receiver: SmppTransport | null;
 
   #started = false;
   #closed = false;
@@ -175,7 +190,11 @@ export class SmppTransport implements SmsTransport {
   /** Connection trouble logged since the last bind, and when (#newTrouble). */
   readonly #troubleLogged = new LogThrottle();
 
-  constructor(options: SmppTransportOptions) {
+  constructor(options: SmppTransportOptions, bindAs?: BindAs) {
+    const bind = options.bind ?? 'transceiver';
+    if (bind !== 'transceiver' && bind !== 'pair') throw new Error(`SmppTransport bind must be transceiver or pair (got ${String(bind)})`);
+    this.#bindAs = bindAs ?? (bind === 'pair' ? 'transmitter' : 'transceiver');
+    this.#receiver = this.#bindAs === 'transmitter' ? new SmppTransport(options, 'receiver') : null;
     this.#server = parseSmppUrl(options.url);
     this.target = describeSmppUrl(this.#server);
     const source = options.sourceAddr ?? 'LIPA';
@@ -205,7 +224,8 @@ export class SmppTransport implements SmsTransport {
     this.#throttlePauseMs = positive('throttlePauseMs', options.throttlePauseMs, 1_000);
     this.#throttleRetryMs = positive('throttleRetryMs', options.throttleRetryMs, SLOT_WAIT_MS);
     this.#tlsOptions = options.tlsOptions ?? {};
-    this.#log = options.logger;
+    // The two binds of a pair log as which they are.
+    this.#log = options.logger && bind === 'pair' ? labelled(options.logger, this.#bindAs) : options.logger;
   }
 
   /** Whether no submit_sm may go right now: the SMSC throttled the bind, or the throughput limit spaces them. */
@@ -213,9 +233,14 @@ export class SmppTransport implements SmsTransport {
     return this.#gateAt > performance.now();
   }
 
-  /** Whether the transceiver bind is up right now. */
+  /** Whether the bind that submits (transceiver or transmitter) is up right now. */
   get bound(): boolean {
     return this.#bound;
+  }
+
+  /** Whether the bind that takes receipts (the transceiver, or the receiver of a pair) is up right now. */
+  get receiving(): boolean {
+    return this.#receiver === null ? this.#bound : this.#receiver.bound;
   }
 
   /** Submits awaiting their submit_sm_resp. */
@@ -228,6 +253,7 @@ export class SmppTransport implements SmsTransport {
     if (this.#started || this.#closed) return;
     this.#started = true;
     this.#connect();
+    this.#receiver?.start();
   }
 
   /** Resolves once bound; TransientSendError after `timeoutMs` or when the SMSC refuses the bind. */
@@ -237,10 +263,12 @@ export class SmppTransport implements SmsTransport {
   }
 
   onReceipt(listener: ReceiptListener): void {
-    this.#listeners.push(listener);
+    // A transmitter bind takes no deliver_sm: the receipts come on the receiver.
+    (this.#receiver ?? this).#listeners.push(listener);
   }
 
   async send(message: OutboundSms): Promise<SendResult> {
+    if (this.#bindAs === 'receiver') throw new Error('an SMPP receiver bind does not submit');
     const destination = `${message.countryCode}${message.number}`;
     if (!/^[0-9]{1,20}$/.test(destination)) {
       throw new PermanentSendError(
@@ -351,7 +379,8 @@ export class SmppTransport implements SmsTransport {
   }
 
   async close(): Promise<void> {
-    this.#closing ??= this.#shutdown();
+    // The receiver last: receipts for the submits still answered during the stop can arrive.
+    this.#closing ??= this.#shutdown().then(() => this.#receiver?.close());
     return this.#closing;
   }
 
@@ -507,10 +536,10 @@ export class SmppTransport implements SmsTransport {
 
   #bind(session: smpp.Session): void {
     const timer = setTimeout(() => {
-      this.#lastError = `no bind_transceiver_resp within ${this.#responseTimeoutMs} ms`;
+      this.#lastError = `no bind_${this.#bindAs}_resp within ${this.#responseTimeoutMs} ms`;
       session.destroy();
     }, this.#responseTimeoutMs);
-    session.bind_transceiver(
+    session[`bind_${this.#bindAs}`](
       {
         system_id: this.#server.systemId,
         password: this.#server.password,
@@ -521,7 +550,7 @@ export class SmppTransport implements SmsTransport {
         clearTimeout(timer);
         if (this.#session !== session) return;
         if (resp.command_status !== STATUS.ok) {
-          const reason = `SMSC ${this.target} refused bind_transceiver for system_id "${this.#server.systemId}": ${describeStatus(resp.command_status)}`;
+          const reason = `SMSC ${this.target} refused bind_${this.#bindAs} for system_id "${this.#server.systemId}": ${describeStatus(resp.command_status)}`;
           this.#lastError = reason;
           this.#bindRefused = reason;
           if (this.#newTrouble(reason)) this.#log?.error({ smsc: this.target, commandStatus: resp.command_status }, reason);
@@ -534,7 +563,7 @@ export class SmppTransport implements SmsTransport {
         this.#lastError = null;
         this.#failedAttempts = 0;
         this.#troubleLogged.clear();
-        this.#log?.info({ smsc: this.target }, 'SMPP bound as transceiver');
+        this.#log?.info({ smsc: this.target }, `SMPP bound as ${this.#bindAs}`);
         this.#startEnquireLink(session);
         this.#settleBindWaiters(null);
         // Sends queued for a slot while the link was down look again.
@@ -644,7 +673,7 @@ export class SmppTransport implements SmsTransport {
     delivery.providerId = this.#messageId(delivery.providerId, 0b10);
     const results: unknown[] = [];
     let failed = false;
-    for (const listener of this.#listeners) {
+    for (const listener of (this.#receiver ?? this).#listeners) {
       try {
         results.push(listener(delivery));
       } catch (error) {
@@ -706,6 +735,15 @@ export class SmppTransport implements SmsTransport {
     this.#enquireTimer = null;
     this.#log?.info({ smsc: this.target }, 'SMPP transport closed');
   }
+}
+
+function labelled(log: SmppLogger, bind: BindAs): SmppLogger {
+  return {
+    debug: (obj, msg) => log.debug({ ...obj, bind }, msg),
+    info: (obj, msg) => log.info({ ...obj, bind }, msg),
+    warn: (obj, msg) => log.warn({ ...obj, bind }, msg),
+    error: (obj, msg) => log.error({ ...obj, bind }, msg),
+  };
 }
 
 function positive(name: string, value: number | undefined, fallback: number): number {
