@@ -470,6 +470,14 @@ describe('signed requests: every check of CONTRACT §5, each its own 403', () =>
       // Nor is a body said to be compressed.
       const plain = path === CREATE ? createBody() : statusBody();
       assertRefused((await send(lipa, key, { path, body: plain, set: { 'content-encoding': 'gzip' } })).reply, 'invalid_json', 422);
+      // Nor one of another type, or of a type no one can read (empty, no subtype): the
+      // signature is still checked first.
+      for (const type of ['text/plain', '', 'json', 'application/', 'application/json/x']) {
+        const set = { 'content-type': type };
+        const refused = (await send(lipa, key, { path, body: plain, set: { ...set, 'x-service-signature': '0'.repeat(64) } })).reply;
+        assertRefused(refused, 'signature_mismatch');
+        assertRefused((await send(lipa, key, { path, body: plain, set })).reply, 'invalid_json', 422);
+      }
     }
   });
 
