@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
-import { type Db, isDatabaseUnavailable, openDatabase } from '../src/db/database.js';
+import { type Db, isDatabaseUnavailable, onCommit, openDatabase } from '../src/db/database.js';
 import { hotQuery } from '../src/db/hot-query.js';
 import { freshDatabase, ON_POSTGRES, type TestDatabase } from './helpers/harness.js';
 
@@ -47,6 +47,26 @@ describe('db.write: atomic units, grouped on SQLite', () => {
       (r) => r.id,
     );
     assert.deepEqual(ids.sort(), ['ok-1', 'ok-2']);
+  });
+
+  test('onCommit: effects run once each unit has committed, once even when the batch runs again, never for a unit rolled back', async () => {
+    const ran: string[] = [];
+    const unit = (id: string, fail: boolean) =>
+      store.write(async (tx) => {
+        onCommit(tx, () => ran.push(id));
+        await tx.insertInto('categories').values({ id, name: id, mcc: id }).execute();
+        // Not yet committed: the effect waits.
+        assert.ok(!ran.includes(id));
+        if (fail) throw new Error('no');
+      });
+    // On SQLite the failing unit makes the batch run again, each unit in its own savepoint.
+    const results = await Promise.allSettled([unit('oc-1', false), unit('oc-2', true), unit('oc-3', false)]);
+    assert.deepEqual(
+      results.map((r) => r.status),
+      ['fulfilled', 'rejected', 'fulfilled'],
+    );
+    assert.deepEqual(ran.sort(), ['oc-1', 'oc-3']);
+    assert.throws(() => onCommit(store.db, () => undefined), /outside a unit/);
   });
 
   // SQLite's group commit: a full disk makes SQLite roll back the whole batch's transaction.

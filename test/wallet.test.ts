@@ -1061,3 +1061,64 @@ describe('wallet: ledger property test', () => {
     }
   });
 });
+
+describe('/metrics: the payments and messages this instance moved, and the work still open', () => {
+  let lipa: Lipa;
+  let receiver: Receiver;
+  before(async () => {
+    // No sweep: the test expires its payment itself, when it is ready to count it.
+    lipa = await startLipa({ PAYMENT_TTL_SECONDS: '1' }, { expirySweep: false });
+    receiver = await startReceiver();
+  });
+  after(async () => {
+    await lipa.close();
+    await receiver.close();
+  });
+
+  /** The value of one series (0 while it has none); counters are this process's, so tests compare before and after. */
+  const series = async (name: string): Promise<number> => {
+    const reply = await call(lipa.url, 'GET', '/metrics');
+    assert.equal(reply.status, 200);
+    const line = reply.text.split('\n').find((l) => l.startsWith(`${name} `));
+    return line === undefined ? 0 : Number(line.slice(name.length + 1));
+  };
+  const snapshot = async () => ({
+    paid: await series('lipa_payment_status_changes_total{status="paid"}'),
+    declined: await series('lipa_payment_status_changes_total{status="declined"}'),
+    expired: await series('lipa_payment_status_changes_total{status="expired"}'),
+    smsDelivered: await series('lipa_message_status_changes_total{type="sms",status="delivered"}'),
+    pending: await series('lipa_payments_open{status="pending"}'),
+    noUser: await series('lipa_payments_open{status="no_user"}'),
+  });
+
+  test('paid, declined and expired are counted once each; the open payments are those still waiting', async () => {
+    const s = await shop(lipa, receiver);
+    const payer = await createPayer(lipa, { balance: 10_000 });
+    const token = await payerToken(lipa, payer);
+    const start = await snapshot();
+    assert.deepEqual([start.pending, start.noUser], [0, 0]);
+    const [paid, declined, expiring] = [
+      await pay(s, receiver, payer.phone, 10),
+      await pay(s, receiver, payer.phone, 11),
+      await pay(s, receiver, payer.phone, 12),
+    ];
+    await pay(s, receiver, uniquePhone(), 13, 'no_user');
+    const open = await snapshot();
+    assert.deepEqual([open.pending, open.noUser], [3, 1]);
+    // Each prompt to the registered payer went through the embedded outbox, delivered there.
+    assert.equal(open.smsDelivered - start.smsDelivered, 3);
+
+    assert.equal((await accept(lipa, token, paid.paymentIdentifier, payer.pin)).status, 200);
+    assert.equal((await decline(lipa, token, declined.paymentIdentifier)).status, 200);
+    // Refused moves change nothing and count nothing.
+    assert.equal((await accept(lipa, token, paid.paymentIdentifier, payer.pin)).status, 409);
+    assert.equal((await decline(lipa, token, paid.paymentIdentifier)).status, 409);
+    await sleep(1_100);
+    assert.equal(await expireDuePayments(lipa.ctx), 2, 'the one left pending and the one waiting for its payer');
+    assert.equal((await statusOf(s, expiring.paymentIdentifier)).status, 'expired');
+
+    const end = await snapshot();
+    assert.deepEqual([end.paid - start.paid, end.declined - start.declined, end.expired - start.expired], [1, 1, 2]);
+    assert.deepEqual([end.pending, end.noUser], [0, 0]);
+  });
+});

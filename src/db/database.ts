@@ -64,6 +64,35 @@ export function claimingRead<Q extends { forUpdate(): Q; skipLocked(): Q }>(dial
   return dialect === 'postgres' ? query.forUpdate().skipLocked() : query;
 }
 
+/** What each unit under way asked to do once it commits, by the handle it runs on. */
+const commitEffects = new WeakMap<Tx, Array<() => void>>();
+
+/**
+ * Runs `effect` once the unit running on `tx` has committed: never if it rolls back, and once
+ * even when the group commit runs the unit a second time. For what lives outside the
+ * database and must match it (counters); an effect must not throw.
+ */
+export function onCommit(tx: Tx, effect: () => void): void {
+  const effects = commitEffects.get(tx);
+  if (effects === undefined) throw new Error('onCommit() outside a unit of work');
+  effects.push(effect);
+}
+
+/** Runs `unit` on `tx`, keeping what it asked to do on commit. */
+async function runUnit<T>(tx: Tx, unit: (tx: Tx) => Promise<T>): Promise<{ value: T; effects: Array<() => void> }> {
+  const effects: Array<() => void> = [];
+  commitEffects.set(tx, effects);
+  try {
+    return { value: await unit(tx), effects };
+  } finally {
+    commitEffects.delete(tx);
+  }
+}
+
+function runEffects(effects: Array<() => void>): void {
+  for (const effect of effects) effect();
+}
+
 /** The database answers but must not be relied on; the message says why and what to do. */
 export class DatabaseNotReady extends Error {}
 
@@ -315,7 +344,7 @@ class SqliteGroupCommit {
         this.onConnection(conn);
         outcomes = await inTransaction(conn, async () => {
           const values: Outcome[] = [];
-          for (const unit of batch) values.push({ ok: true, value: await unit.run(conn) });
+          for (const unit of batch) values.push({ ok: true, ...(await runUnit(conn, unit.run)) });
           return values;
         }).catch(async (error: unknown) => {
           // Alone in its batch, the unit's failure is its answer; otherwise find whose it was.
@@ -338,12 +367,14 @@ class SqliteGroupCommit {
 function settle(batch: PendingUnit[], outcomes: Outcome[]): void {
   batch.forEach((unit, i) => {
     const outcome = outcomes[i];
-    if (outcome?.ok) unit.resolve(outcome.value);
-    else unit.reject(outcome?.error);
+    if (outcome?.ok) {
+      runEffects(outcome.effects);
+      unit.resolve(outcome.value);
+    } else unit.reject(outcome?.error);
   });
 }
 
-type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+type Outcome = { ok: true; value: unknown; effects: Array<() => void> } | { ok: false; error: unknown };
 
 /** BEGIN IMMEDIATE, `body`, COMMIT; ROLLBACK and rethrow if anything throws. */
 async function inTransaction<T>(conn: Tx, body: () => Promise<T>): Promise<T> {
@@ -361,9 +392,9 @@ async function inTransaction<T>(conn: Tx, body: () => Promise<T>): Promise<T> {
 async function runInSavepoint(conn: Tx, unit: PendingUnit): Promise<Outcome> {
   await executeCompiled(conn, STATEMENTS.savepoint);
   try {
-    const value = await unit.run(conn);
+    const ran = await runUnit(conn, unit.run);
     await executeCompiled(conn, STATEMENTS.release);
-    return { ok: true, value };
+    return { ok: true, ...ran };
   } catch (error) {
     try {
       await executeCompiled(conn, STATEMENTS.rollbackTo);
@@ -421,7 +452,14 @@ function openPostgres(driver: typeof pg, url: string, poolSize: number, warn: (m
   return {
     db,
     dialect: 'postgres',
-    write: (unit) => track(withRetry(() => db.transaction().execute(unit))),
+    write: (unit) =>
+      track(
+        withRetry(async () => {
+          const { value, effects } = await db.transaction().execute((trx) => runUnit(trx, unit));
+          runEffects(effects);
+          return value;
+        }),
+      ),
     ping: () => ping(db),
     close: async () => {
       await Promise.allSettled([...running]);

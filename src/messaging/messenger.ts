@@ -8,6 +8,7 @@ import { backoffMs } from '../jobs/backoff.js';
 import { LogThrottle } from '../logger.js';
 import type { Notifier, OutgoingMessage } from '../notifier/notifier.js';
 import { splitPhone } from '../notifier/notifier.js';
+import { countMessageStatus } from '../ops/counters.js';
 import type { SecretBox } from '../security/secret-box.js';
 import { randomId } from '../security/tokens.js';
 import { hideCodes, holdsCode, readText, storedText } from './login-codes.js';
@@ -145,6 +146,7 @@ export class Messenger implements Notifier {
       failure_reason: null,
     };
     await hotQuery(tx, 'messages.insert', Object.values(row), () => tx.insertInto('messages').values(row));
+    if (embedded) countMessageStatus(tx, row.type, 'delivered');
     return row;
   }
 
@@ -333,6 +335,7 @@ export class Messenger implements Notifier {
           tx.updateTable('messages').set(outcome).where('id', '=', message.id).where('locked_until', '=', message.locked_until),
         );
         if (Number(updated.numAffectedRows ?? 0n) > 0) {
+          if (outcome.status !== 'queued') countMessageStatus(tx, message.type, outcome.status);
           if (message.type === 'sms' && outcome.provider_id !== null)
             await this.receipts.forgetBefore(tx, outcome.provider_id, submittedAt);
           return true;

@@ -2,6 +2,7 @@ import { sql } from 'kysely';
 import type { Db, Tx } from '../db/database.js';
 import { hotQuery } from '../db/hot-query.js';
 import type { MessageStatus } from '../db/schema.js';
+import { countMessageStatus } from '../ops/counters.js';
 import type { DeliveryReceipt } from './transports/transport.js';
 
 /** Receipts that overtake the record of their submission wait this long for it in memory (this process's own sends). */
@@ -176,6 +177,8 @@ export class Receipts {
             .where('provider_id', '=', receipt.providerId)
             .where('status', 'in', ['sent', 'queued'])
             .executeTakeFirst();
-    return Number(('numUpdatedRows' in updated ? updated.numUpdatedRows : updated.numAffectedRows) ?? 0n) > 0;
+    const applied = Number(('numUpdatedRows' in updated ? updated.numUpdatedRows : updated.numAffectedRows) ?? 0n) > 0;
+    if (applied) countMessageStatus(tx, 'sms', status);
+    return applied;
   }
 }

@@ -1,6 +1,9 @@
+import type { Kysely } from 'kysely';
 import { Type } from 'typebox';
 import type { AppContext } from '../context.js';
+import type { Database } from '../db/schema.js';
 import type { App } from '../http/types.js';
+import { counterLines } from './counters.js';
 
 const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 
@@ -52,9 +55,34 @@ export function countRequests(app: App, ctx: AppContext, listener: 'main' | 'moc
 }
 
 /**
+ * The gauges' queries: each counts only rows in a state that is left again (a payment waiting
+ * for its payer, a message or a callback waiting to go), within an index on that state, so the
+ * count stays small however many payments and messages there have been. Exported for the test
+ * that checks their query plans.
+ */
+export const OPEN_WORK = {
+  payments: (db: Kysely<Database>) =>
+    db
+      .selectFrom('payments')
+      .select(['status', (eb) => eb.fn.countAll<number>().as('n')])
+      .where('status', 'in', ['pending', 'no_user'])
+      .groupBy('status'),
+  messages: (db: Kysely<Database>) =>
+    db
+      .selectFrom('messages')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('status', '=', 'queued'),
+  callbacks: (db: Kysely<Database>) =>
+    db
+      .selectFrom('callback_deliveries')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('status', '=', 'pending'),
+};
+
+/**
  * GET /metrics in the Prometheus text format: requests and their durations per route
- * pattern and listener, payments and messages by status, callback deliveries pending, and
- * process memory.
+ * pattern and listener, what this instance moved (payments and messages by status, ops/counters.ts),
+ * the work still open (payments, messages and callbacks waiting), and process memory.
  */
 export function registerMetrics(app: App, ctx: AppContext): void {
   const series = requestSeries(ctx);
@@ -93,26 +121,19 @@ export function registerMetrics(app: App, ctx: AppContext): void {
           `lipa_http_request_duration_seconds_count{${key}} ${s.count}`,
         );
       }
+      lines.push(...counterLines());
+      // The work still open, counted in an index (OPEN_WORK): never a scan of every row.
       const db = ctx.store.db;
-      const payments = await db
-        .selectFrom('payments')
-        .select(['status', (eb) => eb.fn.countAll<number>().as('n')])
-        .groupBy('status')
-        .execute();
-      lines.push('# HELP lipa_payments Payments by status.', '# TYPE lipa_payments gauge');
-      for (const p of payments) lines.push(`lipa_payments{status="${label(p.status)}"} ${Number(p.n)}`);
-      const messages = await db
-        .selectFrom('messages')
-        .select(['type', 'status', (eb) => eb.fn.countAll<number>().as('n')])
-        .groupBy(['type', 'status'])
-        .execute();
-      lines.push('# HELP lipa_messages Messages by type and status.', '# TYPE lipa_messages gauge');
-      for (const m of messages) lines.push(`lipa_messages{type="${label(m.type)}",status="${label(m.status)}"} ${Number(m.n)}`);
-      const pending = await db
-        .selectFrom('callback_deliveries')
-        .select((eb) => eb.fn.countAll<number>().as('n'))
-        .where('status', '=', 'pending')
-        .executeTakeFirst();
+      const open = new Map((await OPEN_WORK.payments(db).execute()).map((p) => [p.status, Number(p.n)]));
+      lines.push(
+        '# HELP lipa_payments_open Payments waiting for their payer (pending) or for the payer to register (no_user).',
+        '# TYPE lipa_payments_open gauge',
+      );
+      for (const status of ['pending', 'no_user'] as const) lines.push(`lipa_payments_open{status="${status}"} ${open.get(status) ?? 0}`);
+      const queued = await OPEN_WORK.messages(db).executeTakeFirst();
+      lines.push('# HELP lipa_messages_queued Messages waiting to be sent or tried again.', '# TYPE lipa_messages_queued gauge');
+      lines.push(`lipa_messages_queued ${Number(queued?.n ?? 0)}`);
+      const pending = await OPEN_WORK.callbacks(db).executeTakeFirst();
       lines.push(
         '# HELP lipa_callback_deliveries_pending Callback deliveries waiting to be sent or retried.',
         '# TYPE lipa_callback_deliveries_pending gauge',

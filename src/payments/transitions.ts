@@ -1,6 +1,7 @@
 import { enqueueStatusEvent } from '../callbacks/events.js';
 import type { Tx } from '../db/database.js';
 import type { DeclineReason, PaymentStatus, PaymentTable } from '../db/schema.js';
+import { countPaymentStatus } from '../ops/counters.js';
 
 /**
  * The lifecycle (CONTRACT §6): pending → paid | declined | expired; no_user → pending |
@@ -59,7 +60,9 @@ export async function claimMove(tx: Tx, id: string, move: Move, now: number): Pr
   return (await query.returningAll().executeTakeFirst()) ?? null;
 }
 
+/** Writes the callback event of a status change (every change has one) and counts the change once it commits. */
 export async function emitStatusChange(tx: Tx, payment: PaymentTable, now: number): Promise<void> {
+  countPaymentStatus(tx, payment.status);
   const pos = await tx.selectFrom('points_of_sale').select('result_url').where('id', '=', payment.pos_id).executeTakeFirstOrThrow();
   await enqueueStatusEvent(tx, payment, pos.result_url, now);
 }
