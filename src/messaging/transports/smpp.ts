@@ -190,6 +190,7 @@ export class SmppTransport implements SmsTransport {
   /** Connection trouble logged since the last bind, and when (#newTrouble). */
   readonly #troubleLogged = new LogThrottle();
 
+  /** `bindAs` is for the transport itself: a pair's transmitter makes its receiver with it. */
   constructor(options: SmppTransportOptions, bindAs?: BindAs) {
     const bind = options.bind ?? 'transceiver';
     if (bind !== 'transceiver' && bind !== 'pair') throw new Error(`SmppTransport bind must be transceiver or pair (got ${String(bind)})`);
