@@ -64,8 +64,8 @@ export function claimingRead<Q extends { forUpdate(): Q; skipLocked(): Q }>(dial
   return dialect === 'postgres' ? query.forUpdate().skipLocked() : query;
 }
 
-/** What each unit under way asked to do once it commits, by the handle it runs on. */
-const commitEffects = new WeakMap<Tx, Array<() => void>>();
+/** What each unit under way asked to do once it commits (null: nothing yet), by the handle it runs on. */
+const commitEffects = new WeakMap<Tx, Array<() => void> | null>();
 
 /**
  * Runs `effect` once the unit running on `tx` has committed: never if it rolls back, and once
@@ -75,22 +75,28 @@ const commitEffects = new WeakMap<Tx, Array<() => void>>();
 export function onCommit(tx: Tx, effect: () => void): void {
   const effects = commitEffects.get(tx);
   if (effects === undefined) throw new Error('onCommit() outside a unit of work');
-  effects.push(effect);
+  if (effects === null) commitEffects.set(tx, [effect]);
+  else effects.push(effect);
 }
+
+type Ran<T> = { value: T; effects: Array<() => void> | null };
 
 /** Runs `unit` on `tx`, keeping what it asked to do on commit. */
-async function runUnit<T>(tx: Tx, unit: (tx: Tx) => Promise<T>): Promise<{ value: T; effects: Array<() => void> }> {
-  const effects: Array<() => void> = [];
-  commitEffects.set(tx, effects);
-  try {
-    return { value: await unit(tx), effects };
-  } finally {
+function runUnit<T>(tx: Tx, unit: (tx: Tx) => Promise<T>): Promise<Ran<T>> {
+  commitEffects.set(tx, null);
+  const ran = (value: T): Ran<T> => {
+    const effects = commitEffects.get(tx) ?? null;
     commitEffects.delete(tx);
-  }
+    return { value, effects };
+  };
+  return unit(tx).then(ran, (error: unknown) => {
+    commitEffects.delete(tx);
+    throw error;
+  });
 }
 
-function runEffects(effects: Array<() => void>): void {
-  for (const effect of effects) effect();
+function runEffects(effects: Array<() => void> | null): void {
+  if (effects !== null) for (const effect of effects) effect();
 }
 
 /** The database answers but must not be relied on; the message says why and what to do. */
@@ -374,7 +380,7 @@ function settle(batch: PendingUnit[], outcomes: Outcome[]): void {
   });
 }
 
-type Outcome = { ok: true; value: unknown; effects: Array<() => void> } | { ok: false; error: unknown };
+type Outcome = ({ ok: true } & Ran<unknown>) | { ok: false; error: unknown };
 
 /** BEGIN IMMEDIATE, `body`, COMMIT; ROLLBACK and rethrow if anything throws. */
 async function inTransaction<T>(conn: Tx, body: () => Promise<T>): Promise<T> {

@@ -32,8 +32,6 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 const pathOf = (url: string) => url.split('?')[0] ?? '/';
 const CHARSET = /;\s*charset=([^;\s]*)/i;
-/** A media type Fastify can read: `type/subtype` in token characters, then parameters if any (RFC 9110 §8.3.1). */
-const MEDIA_TYPE = /^\s*[\w!#$%&'*+.^`|~-]+\/[\w!#$%&'*+.^`|~-]+\s*(?:;|$)/;
 /** Names of UTF-8 (WHATWG Encoding), and ASCII, which is a part of it. */
 const UTF8_NAMES = new Set(['utf-8', 'utf8', 'unicode-1-1-utf-8', 'us-ascii', 'ascii']);
 
@@ -312,13 +310,6 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
     }
     // No endpoint: say so before reading the body, which is no one's (and may be over the limit).
     if (request.is404) return void notFound(request, reply);
-    // Fastify answers a Content-Type it cannot read (empty, no subtype) with 415 before any
-    // later hook. A signed request's signature comes first (CONTRACT §5): such a type is read
-    // as one the route does not take, so its body is refused once the signature holds (422).
-    if (request.routeOptions.config.signed) {
-      const type = request.headers['content-type'];
-      if (type !== undefined && !MEDIA_TYPE.test(type)) request.headers['content-type'] = 'application/octet-stream';
-    }
     done();
   });
 

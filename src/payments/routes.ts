@@ -5,12 +5,18 @@ import type { App } from '../http/types.js';
 import { createPayment, findPayment } from './create-payment.js';
 import { toPaymentView } from './payment-view.js';
 import { CreatePaymentBody, Payment, SignedHeaders, StatusBody } from './schemas.js';
-import { recordUnusedNonce, signedRequests, signerOf } from './signed-request.js';
+import { recordUnusedNonce, signedRequests, signerOf, unreadableTypeAsUnknown } from './signed-request.js';
 
 /** Endpoints 5 and 6: signed merchant payment requests. */
 export function registerPaymentRoutes(app: App, ctx: AppContext): void {
   const { preValidation, errorHandler } = signedRequests(ctx);
-  const signed = { config: { signed: true }, preValidation, errorHandler, onSend: recordUnusedNonce(ctx) };
+  const signed = {
+    config: { signed: true },
+    onRequest: unreadableTypeAsUnknown,
+    preValidation,
+    errorHandler,
+    onSend: recordUnusedNonce(ctx),
+  };
   const tags = ['Payments'];
   const security = [{ signedRequest: [] }];
 

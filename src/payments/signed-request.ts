@@ -231,3 +231,18 @@ export function signerOf(request: FastifyRequest): Signer {
   if (!request.signer) throw new Error('route is missing its signature check');
   return request.signer;
 }
+
+/** A media type Fastify can read: `type/subtype` in token characters, then parameters if any (RFC 9110 §8.3.1). */
+const MEDIA_TYPE = /^\s*[\w!#$%&'*+.^`|~-]+\/[\w!#$%&'*+.^`|~-]+\s*(?:;|$)/;
+
+/**
+ * The signed routes' onRequest hook. Fastify answers a Content-Type it cannot read (empty, no
+ * subtype) with 415 before any later hook, but a signed request's signature comes first
+ * (CONTRACT §5): such a type is read as one the route does not take, so the body is refused
+ * once the signature holds (422 invalid_json).
+ */
+export function unreadableTypeAsUnknown(request: FastifyRequest, _reply: FastifyReply, done: () => void): void {
+  const type = request.headers['content-type'];
+  if (type !== undefined && !MEDIA_TYPE.test(type)) request.headers['content-type'] = 'application/octet-stream';
+  done();
+}
