@@ -51,10 +51,11 @@ export async function buildApp(ctx: AppContext): Promise<App> {
       // signature), or JSON that does not parse or reads two ways. And 503: on every route
       // while the instance stops, and on every API route database_unavailable.
       if (!schema) return { schema, url };
+      const described = route.config?.bodyDocs ? { ...schema, body: route.config.bodyDocs } : schema;
       const takesBody = [route.method].flat().some((m) => BODY_METHODS.has(m));
       const body = !takesBody ? {} : route.config?.signed ? errors(413, 422) : errors(413, 415, 422);
       const unavailable = errors(503);
-      return { schema: { ...schema, response: { ...unavailable, ...body, ...(schema.response as object) } }, url };
+      return { schema: { ...described, response: { ...unavailable, ...body, ...(schema.response as object) } }, url };
     },
     // @fastify/swagger marks every body required; a body that may be null may also be left out.
     transformObject: (document) => {

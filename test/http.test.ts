@@ -496,6 +496,11 @@ describe('HTTP hygiene', () => {
       }
     }
     assert.deepEqual(Object.keys(openapi.body.paths['/metrics'].get.responses['200'].content), ['text/plain; version=0.0.4']);
+    // The payment's amount carries its bounds (OpenAPI 3.0's boolean exclusiveMinimum), which the handler enforces.
+    const createBody = openapi.body.paths['/api/public/v1/merchant-payments'].post.requestBody.content['application/json'].schema;
+    const { minimum, exclusiveMinimum, maximum, type } = createBody.properties.amount;
+    assert.deepEqual({ type, minimum, exclusiveMinimum, maximum }, { type: 'number', minimum: 0, exclusiveMinimum: true, maximum: 250000 });
+    assert.deepEqual(createBody.required.sort(), ['amount', 'currency', 'orderId', 'payer', 'terminalId', 'urls']);
     // The messaging API's answers are described, though they are sent without response schemas.
     const messaging = openapi.body.paths['/api/messages'].post.responses;
     assert.deepEqual(Object.keys(messaging).sort(), ['200', '201', '400', '401', '429', '500']);

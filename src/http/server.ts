@@ -25,6 +25,8 @@ declare module 'fastify' {
     signed?: boolean;
     /** Answers for the OpenAPI description only, where a response schema would re-serialise them. */
     responseDocs?: Record<number, TSchema>;
+    /** The body as /openapi.json describes it, when it says more than the validator checks. */
+    bodyDocs?: TSchema;
   }
 }
 

@@ -9,12 +9,11 @@ import { CURRENCY, toMinorUnits } from '../ledger/money.js';
 import { assertHttpUrl } from '../pos/points-of-sale.js';
 import { randomId } from '../security/tokens.js';
 import { paymentPrompt } from '../wallet/prompt.js';
-import type { CreatePaymentBody } from './schemas.js';
+import { type CreatePaymentBody, MAX_PAYMENT } from './schemas.js';
 import { consumeNonce, type Signer } from './signed-request.js';
 import { isDue, movePayment } from './transitions.js';
 
 /** The largest single payment, in major units (CONTRACT §6). */
-export const MAX_PAYMENT = 250_000;
 export const SUPPORTED_CURRENCIES: readonly string[] = [CURRENCY];
 
 type Body = Static<typeof CreatePaymentBody>;

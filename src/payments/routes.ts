@@ -4,7 +4,7 @@ import { errors } from '../http/schemas.js';
 import type { App } from '../http/types.js';
 import { createPayment, findPayment } from './create-payment.js';
 import { toPaymentView } from './payment-view.js';
-import { CreatePaymentBody, Payment, SignedHeaders, StatusBody } from './schemas.js';
+import { CreatePaymentBody, CreatePaymentBodyDocumented, Payment, SignedHeaders, StatusBody } from './schemas.js';
 import { recordUnusedNonce, signedRequests, signerOf, unreadableTypeAsUnknown } from './signed-request.js';
 
 /** Endpoints 5 and 6: signed merchant payment requests. */
@@ -24,6 +24,7 @@ export function registerPaymentRoutes(app: App, ctx: AppContext): void {
     '/api/public/v1/merchant-payments',
     {
       ...signed,
+      config: { ...signed.config, bodyDocs: CreatePaymentBodyDocumented },
       schema: {
         tags,
         security,

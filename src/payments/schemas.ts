@@ -1,11 +1,16 @@
 import { Type } from 'typebox';
 import { httpUrl } from '../http/schemas.js';
 
+/** The most one payment may be, in major units (CONTRACT §6). */
+export const MAX_PAYMENT = 250_000;
+
+const AMOUNT = 'Major units, > 0, at most 2 decimals, at most 250000';
+
 /** Endpoint 5's body. Required and optional fields as CONTRACT §6 decides. */
 export const CreatePaymentBody = Type.Object({
   terminalId: Type.String({ minLength: 1, maxLength: 64 }),
   currency: Type.String({ minLength: 1, maxLength: 8, description: 'ISO 4217 code; KES is supported' }),
-  amount: Type.Number({ description: 'Major units, > 0, at most 2 decimals, at most 250000' }),
+  amount: Type.Number({ description: AMOUNT }),
   merchantStika: Type.Optional(Type.String({ maxLength: 64, description: 'Currency code, underscore, digits: KES_123456' })),
   orderId: Type.String({
     minLength: 1,
@@ -21,6 +26,16 @@ export const CreatePaymentBody = Type.Object({
     callbackUrl: httpUrl('Receives the signed payment.status_changed callbacks'),
     successRedirectUrl: Type.Optional(httpUrl('Where the hosted payment page sends the consumer after success')),
   }),
+});
+
+/**
+ * The same body as /openapi.json describes it: with the amount's bounds (OpenAPI 3.0's form).
+ * The handler checks them rather than the schema validator, so that one 422 names every field
+ * at fault, the bounds among them.
+ */
+export const CreatePaymentBodyDocumented = Type.Object({
+  ...CreatePaymentBody.properties,
+  amount: Type.Unsafe<number>({ type: 'number', minimum: 0, exclusiveMinimum: true, maximum: MAX_PAYMENT, description: AMOUNT }),
 });
 
 export const StatusBody = Type.Object({
