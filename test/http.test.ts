@@ -627,6 +627,8 @@ describe('authentication comes before the body', () => {
       assert.match(text, new RegExp(`# TYPE ${name} counter`));
     for (const name of ['lipa_payments_open', 'lipa_messages_queued', 'lipa_callback_deliveries_pending'])
       assert.match(text, new RegExp(`# TYPE ${name} gauge`));
+    // No SMSC configured: no binds to report.
+    assert.doesNotMatch(text, /lipa_smpp_bound/);
   });
 
   test('/metrics counts only open work, each within an index: never a scan of every payment or message', async () => {

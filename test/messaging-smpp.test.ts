@@ -98,6 +98,7 @@ describe('messaging over SMPP', () => {
     assert.equal(data.status, 'delivered');
     assert.deepEqual(data.phone, { number: '******333', country_code: '254' });
     assert.equal((await messageRow(lipa, id)).provider_id, submitted?.messageId);
+    assert.match((await call(lipa.url, 'GET', '/metrics')).text, /^lipa_smpp_bound\{bind="transceiver"\} 1$/m);
   });
 
   test('SMPP_SOURCE_TON and SMPP_SOURCE_NPI are whole numbers 0-255, unset by default', () => {
@@ -170,6 +171,20 @@ describe('messaging over SMPP', () => {
       assert.equal((await waitForStatus(paired, pairedKey, reply.body.data.id, ['delivered', 'failed'], 10_000)).status, 'delivered');
       assert.deepEqual([...other.bindCommands].sort(), ['bind_receiver', 'bind_transmitter']);
       assert.equal(other.submitted.at(-1)?.text, 'Two binds');
+      // /metrics says whether each bind is up.
+      const binds = async () => (await call(paired.url, 'GET', '/metrics')).text.match(/^lipa_smpp_bound\{.*$/gm)?.sort();
+      assert.deepEqual(await binds(), ['lipa_smpp_bound{bind="receiver"} 1', 'lipa_smpp_bound{bind="transmitter"} 1']);
+      await other.stop();
+      await until(
+        'both binds down',
+        async () => (await binds())?.join() === 'lipa_smpp_bound{bind="receiver"} 0,lipa_smpp_bound{bind="transmitter"} 0',
+      );
+      await other.start();
+      await until(
+        'both binds up again',
+        async () => (await binds())?.join() === 'lipa_smpp_bound{bind="receiver"} 1,lipa_smpp_bound{bind="transmitter"} 1',
+        10_000,
+      );
     } finally {
       await paired.close();
       await other.close();

@@ -139,6 +139,11 @@ export function registerMetrics(app: App, ctx: AppContext): void {
         '# TYPE lipa_callback_deliveries_pending gauge',
       );
       lines.push(`lipa_callback_deliveries_pending ${Number(pending?.n ?? 0)}`);
+      const binds = ctx.messenger.transports.sms?.binds?.();
+      if (binds) {
+        lines.push('# HELP lipa_smpp_bound Whether each SMPP bind of this instance is up (1) or not (0).', '# TYPE lipa_smpp_bound gauge');
+        for (const [bind, up] of Object.entries(binds)) lines.push(`lipa_smpp_bound{bind="${bind}"} ${up ? 1 : 0}`);
+      }
       const memory = process.memoryUsage();
       lines.push('# TYPE process_resident_memory_bytes gauge', `process_resident_memory_bytes ${memory.rss}`);
       lines.push('# TYPE nodejs_heap_used_bytes gauge', `nodejs_heap_used_bytes ${memory.heapUsed}`);

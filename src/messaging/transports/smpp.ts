@@ -244,6 +244,11 @@ export class SmppTransport implements SmsTransport {
     return this.#receiver === null ? this.#bound : this.#receiver.bound;
   }
 
+  /** Each bind and whether it is up: the transceiver, or the pair's transmitter and receiver. */
+  binds(): Record<string, boolean> {
+    return this.#receiver === null ? { [this.#bindAs]: this.#bound } : { transmitter: this.#bound, receiver: this.#receiver.bound };
+  }
+
   /** Submits awaiting their submit_sm_resp. */
   get inFlight(): number {
     return this.#pending.size;
