@@ -7,6 +7,7 @@ import { assertError } from './helpers/assertions.js';
 import {
   admin,
   call,
+  categoryId,
   clientFor,
   createPayer,
   type MerchantSetup,
@@ -14,6 +15,7 @@ import {
   type PayerFixture,
   payerToken,
   paymentBody,
+  posBody,
   unique,
   uniquePhone,
 } from './helpers/client.js';
@@ -406,5 +408,44 @@ describe('the operator console in production', () => {
     assert.ok(!reply.text.includes(ADMIN_TOKEN));
     assertError(await call(lipa.url, 'GET', '/api/v1/admin/merchants'), 401, 'unauthorized');
     assert.equal((await admin(lipa, 'GET', '/api/v1/admin/merchants')).status, 200);
+  });
+});
+
+describe('a merchant whose terminals share an order id', () => {
+  let lipa: Lipa;
+  before(async () => {
+    lipa = await startLipa();
+  });
+  after(() => lipa.close());
+
+  test('orderId finds it at every terminal, newest first; status and limit apply to what it found', async () => {
+    const m = await merchantWithPos(lipa);
+    const second = await call(lipa.url, 'POST', '/api/v1/points-of-sale', {
+      token: m.token,
+      body: posBody(m.merchantId, await categoryId(lipa)),
+    });
+    assert.equal(second.status, 201, second.text);
+    const client = clientFor(lipa.url, m);
+    const orderId = unique('shared-order');
+    const first = await pay(client, m, { orderId });
+    const payer = await createPayer(lipa, { balance: 100 });
+    const later = await pay(client, { terminalId: second.body.terminalId } as MerchantSetup, {
+      orderId,
+      payer: { method: 'phone', value: payer.phone },
+    });
+    const decline = await call(lipa.url, 'POST', `/api/v1/wallet/payments/${later.paymentIdentifier}/decline`, {
+      token: await payerToken(lipa, payer),
+    });
+    assert.equal(decline.status, 200, decline.text);
+    const list = async (query: string) => {
+      const reply = await call(lipa.url, 'GET', `/api/v1/payments?orderId=${encodeURIComponent(orderId)}${query}`, { token: m.token });
+      assert.equal(reply.status, 200, reply.text);
+      return reply.body.map((p: Payment) => p.paymentIdentifier);
+    };
+    assert.deepEqual(await list(''), [later.paymentIdentifier, first.paymentIdentifier]);
+    assert.deepEqual(await list('&limit=1'), [later.paymentIdentifier]);
+    assert.deepEqual(await list('&status=declined'), [later.paymentIdentifier]);
+    assert.deepEqual(await list('&status=declined&limit=1'), [later.paymentIdentifier]);
+    assert.deepEqual(await list(`&status=${first.status}&limit=1`), [first.paymentIdentifier]);
   });
 });

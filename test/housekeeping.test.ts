@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { purgeExpired } from '../src/jobs/housekeeping.js';
+import { PURGE_BATCH, purgeExpired } from '../src/jobs/housekeeping.js';
 import { type Lipa, startLipa } from './helpers/harness.js';
 
 describe('housekeeping', () => {
@@ -40,5 +40,54 @@ describe('housekeeping', () => {
       receipts.map((r) => r.provider_id),
       ['smsc-new'],
     );
+  });
+
+  test('a large purge goes PURGE_BATCH rows a unit, so that no one unit holds the database for long', async () => {
+    const now = Date.now();
+    const expired = 2 * PURGE_BATCH + 5;
+    await lipa.ctx.store.write(async (tx) => {
+      for (let i = 0; i < expired; i += 500) {
+        const rows = Array.from({ length: Math.min(500, expired - i) }, (_, j) => ({
+          key_id: 'key_bulk',
+          nonce: `expired-${String(i + j).padStart(12, '0')}`,
+          expires_at: now - 1 - j,
+        }));
+        await tx.insertInto('nonces').values(rows).execute();
+      }
+      await tx
+        .insertInto('nonces')
+        .values({ key_id: 'key_bulk', nonce: 'live-nonce-0002', expires_at: now + 60_000 })
+        .execute();
+    });
+    // Count the units, and the rows each one leaves, through the store the purge is given.
+    const { store } = lipa.ctx;
+    let units = 0;
+    const counted = { ...store, write: <T>(unit: Parameters<typeof store.write<T>>[0]) => ((units += 1), store.write(unit)) };
+    assert.equal(await purgeExpired({ ...lipa.ctx, store: counted }), expired);
+    const left = await store.db.selectFrom('nonces').select('nonce').where('key_id', '=', 'key_bulk').execute();
+    assert.deepEqual(
+      left.map((n) => n.nonce),
+      ['live-nonce-0002'],
+    );
+    // Three units of nonces (2,000 + 2,000 + 5), one for each of the four other tables.
+    assert.equal(units, 3 + 4);
+  });
+
+  test('a purge told the service is stopping ends after the unit under way; the next one purges the rest', async () => {
+    const now = Date.now();
+    await lipa.ctx.store.write(async (tx) => {
+      for (let i = 0; i < PURGE_BATCH + 5; i += 500) {
+        const rows = Array.from({ length: Math.min(500, PURGE_BATCH + 5 - i) }, (_, j) => ({
+          key_id: 'key_stopping',
+          nonce: `expired-${String(i + j).padStart(12, '0')}`,
+          expires_at: now - 1,
+        }));
+        await tx.insertInto('nonces').values(rows).execute();
+      }
+    });
+    assert.equal(await purgeExpired(lipa.ctx, AbortSignal.abort()), PURGE_BATCH);
+    assert.equal(await purgeExpired(lipa.ctx), 5);
+    const left = await lipa.ctx.store.db.selectFrom('nonces').select('nonce').where('key_id', '=', 'key_stopping').execute();
+    assert.deepEqual(left, []);
   });
 });

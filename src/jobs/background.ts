@@ -17,7 +17,7 @@ export async function startBackground(ctx: AppContext, options: { expirySweep?: 
     every(250, async () => void (await deliverDueCallbacks(ctx)), onError('callbacks')),
     every(100, async () => void (await ctx.messenger.deliverDue()), onError('messages')),
     every(1000, async () => void (await ctx.messenger.matchEarlyReceipts()), onError('early receipts')),
-    every(60_000, () => purgeExpired(ctx), onError('housekeeping')),
+    every(60_000, async (stopping) => void (await purgeExpired(ctx, stopping)), onError('housekeeping')),
   ];
   if (options.expirySweep !== false) tasks.push(every(500, async () => void (await expireDuePayments(ctx)), onError('expiry')));
   if (ctx.config.env === 'staging') tasks.push(every(250, () => answerForTestPayers(ctx), onError('test payers')));

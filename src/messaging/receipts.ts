@@ -27,6 +27,27 @@ function lastGiven(db: Tx, providerIdRef: string) {
 }
 
 /**
+ * Kept receipts whose message is now on record (exported for the test of its plan). A CROSS
+ * JOIN, which SQLite never reorders: it walks the kept receipts (a handful) and finds each
+ * one's message by its SMSC id. Joined the other way it walked every message still `sent`,
+ * and an email stays `sent` for good (SMTP has no receipts): 2.5 s a second with 1.5 million.
+ */
+export function keptReceiptsMatched(db: Tx) {
+  return (
+    db
+      .selectFrom('early_receipts as e')
+      .crossJoin('messages as m')
+      .whereRef('m.provider_id', '=', 'e.provider_id')
+      .select(['m.id', 'e.provider_id', 'e.delivered', 'e.detail', 'e.received_at'])
+      .where('m.status', 'in', ['sent', 'queued'])
+      // Never a receipt from before the message was even accepted (see overtaken).
+      .whereRef('e.received_at', '>=', 'm.created_at')
+      .where('m.id', '=', lastGiven(db, 'm.provider_id'))
+      .limit(200)
+  );
+}
+
+/**
  * Delivery receipts (SMPP deliver_sm) move a sent SMS to delivered or failed. One that
  * overtook the record of its submission (it came before the submit_sm_resp, or over another
  * instance's bind) is kept in early_receipts, durably, before the SMSC is told it arrived,
@@ -118,16 +139,7 @@ export class Receipts {
 
   /** Applies kept receipts whose submission is now on record (any instance's); housekeeping forgets those kept an hour. */
   async matchKept(): Promise<number> {
-    const due = await this.store.db
-      .selectFrom('early_receipts as e')
-      .innerJoin('messages as m', 'm.provider_id', 'e.provider_id')
-      .select(['m.id', 'e.provider_id', 'e.delivered', 'e.detail', 'e.received_at'])
-      .where('m.status', 'in', ['sent', 'queued'])
-      // Never a receipt from before the message was even accepted (see overtaken).
-      .whereRef('e.received_at', '>=', 'm.created_at')
-      .where('m.id', '=', lastGiven(this.store.db, 'm.provider_id'))
-      .limit(200)
-      .execute();
+    const due = await keptReceiptsMatched(this.store.db).execute();
     for (const row of due) {
       await this.applyKept({ providerId: row.provider_id, delivered: row.delivered === 1, detail: row.detail }, row.id, row.received_at);
     }

@@ -1,8 +1,10 @@
 import { randomUUID } from 'node:crypto';
+import type { Kysely } from 'kysely';
 import { parsePhoneNumberFromString } from 'libphonenumber-js';
 import type { AppContext } from '../context.js';
 import type { Tx } from '../db/database.js';
 import { isUniqueViolation, lockPhone } from '../db/database.js';
+import type { Database } from '../db/schema.js';
 import { AppError, assertText, FieldChecks, validationError } from '../http/errors.js';
 import { isoTime } from '../http/time.js';
 import { accountId, balanceOf, openAccount, postDeposit } from '../ledger/ledger.js';
@@ -94,16 +96,7 @@ export async function deposit(ctx: AppContext, phone: string, amount: number) {
 
 /** Payers with their wallet balance, newest first (the operator API and CLI). */
 export async function listPayers(ctx: AppContext, limit: number) {
-  const rows = await ctx.store.db
-    .selectFrom('payers as p')
-    .leftJoin('ledger_accounts as a', (join) =>
-      join.onRef('a.owner_id', '=', 'p.id').on('a.kind', '=', 'wallet').on('a.currency', '=', CURRENCY),
-    )
-    .select(['p.id', 'p.phone', 'p.name', 'p.created_at', 'a.balance'])
-    .orderBy('p.created_at', 'desc')
-    .orderBy('p.id', 'desc')
-    .limit(limit)
-    .execute();
+  const rows = await payersQuery(ctx.store.db, limit).execute();
   return rows.map((p) => ({
     payerId: p.id,
     phone: p.phone,
@@ -112,4 +105,17 @@ export async function listPayers(ctx: AppContext, limit: number) {
     currency: CURRENCY,
     createdAt: isoTime(p.created_at),
   }));
+}
+
+/** listPayers' query, walking payers_created newest first (exported for the test of its plan). */
+export function payersQuery(db: Kysely<Database>, limit: number) {
+  return db
+    .selectFrom('payers as p')
+    .leftJoin('ledger_accounts as a', (join) =>
+      join.onRef('a.owner_id', '=', 'p.id').on('a.kind', '=', 'wallet').on('a.currency', '=', CURRENCY),
+    )
+    .select(['p.id', 'p.phone', 'p.name', 'p.created_at', 'a.balance'])
+    .orderBy('p.created_at', 'desc')
+    .orderBy('p.id', 'desc')
+    .limit(limit);
 }

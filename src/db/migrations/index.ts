@@ -7,6 +7,7 @@ import * as m005 from './005_message_failure_reason.js';
 import * as m006 from './006_early_receipts.js';
 import * as m007 from './007_ledger_append_only.js';
 import * as m008 from './008_own_messages_due.js';
+import * as m009 from './009_scale_indexes.js';
 
 /** Every migration, in order. Names never change once released. */
 export const migrations: Record<string, Migration> = {
@@ -18,4 +19,5 @@ export const migrations: Record<string, Migration> = {
   '006_early_receipts': m006,
   '007_ledger_append_only': m007,
   '008_own_messages_due': m008,
+  '009_scale_indexes': m009,
 };

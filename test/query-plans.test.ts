@@ -1,0 +1,100 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { type Compilable, CompiledQuery, sql } from 'kysely';
+import { type Db, openDatabase } from '../src/db/database.js';
+import { keptReceiptsMatched } from '../src/messaging/receipts.js';
+import { OPEN_WORK } from '../src/ops/metrics.js';
+import { payersQuery } from '../src/payers/payers.js';
+import { paymentsQuery } from '../src/payments/list-payments.js';
+import { walletPaymentsQuery } from '../src/wallet/wallet.js';
+import { freshDatabase, ON_POSTGRES, type TestDatabase } from './helpers/harness.js';
+
+/**
+ * Reads that a merchant, a payer, an operator or a background job makes over the tables that
+ * grow without end (payments, messages, payers) go through an index, never a scan: on SQLite a
+ * read blocks the event loop, and with 2 million payments a scan froze every request for a
+ * second or more (docs/performance.md). SQLite's plans are fixed by its rules (the service
+ * never runs ANALYZE), so they are checked index by index; PostgreSQL is told to avoid scans,
+ * so a plan that still scans a table has no index to use for it.
+ */
+describe('query plans: no scan of a table that grows', () => {
+  let database: TestDatabase;
+  let store: Db;
+  before(async () => {
+    database = await freshDatabase();
+    store = await openDatabase(database.url);
+  });
+  after(async () => {
+    await store.close();
+    await database.drop();
+  });
+
+  async function planOf(query: Compilable<unknown>): Promise<string> {
+    const { sql: text, parameters } = query.compile();
+    return store.db.transaction().execute(async (tx) => {
+      if (ON_POSTGRES) await sql`set local enable_seqscan = off`.execute(tx);
+      const explained = await tx.executeQuery(
+        CompiledQuery.raw(`${ON_POSTGRES ? 'explain' : 'explain query plan'} ${text}`, [...parameters]),
+      );
+      return explained.rows.map((row) => String(Object.values(row as object).at(-1))).join('\n');
+    });
+  }
+
+  /** On SQLite the plan uses `index` (a pattern) for `table` (as aliased); on PostgreSQL it scans no `table`. */
+  async function assertIndexed(query: Compilable<unknown>, table: string, index: string, alias = table): Promise<string> {
+    const plan = await planOf(query);
+    if (ON_POSTGRES) assert.doesNotMatch(plan, new RegExp(`Seq Scan on ${table}\\b`), plan);
+    else {
+      assert.doesNotMatch(plan, new RegExp(`^SCAN ${alias}\\b`, 'm'), plan);
+      assert.match(plan, new RegExp(`^SEARCH ${alias} USING (COVERING )?INDEX ${index}(?!\\w)`, 'm'), plan);
+    }
+    return plan;
+  }
+
+  test("a merchant's payments: newest first, of one status, by order id", async () => {
+    const db = store.db;
+    const newest = await assertIndexed(paymentsQuery(db, 'm', { limit: 50 }), 'payments', 'payments_merchant');
+    // Walked in order: sorted only within one millisecond's payments (the id breaks ties), never all of them.
+    if (!ON_POSTGRES) assert.doesNotMatch(newest, /TEMP B-TREE FOR ORDER BY/, 'walked in order, not sorted');
+    for (const status of ['pending', 'no_user', 'paid'] as const) {
+      const plan = await assertIndexed(paymentsQuery(db, 'm', { status, limit: 50 }), 'payments', 'payments_merchant_status');
+      if (!ON_POSTGRES) assert.doesNotMatch(plan, /TEMP B-TREE/, 'walked in order, not sorted');
+    }
+    // The unique (terminal_id, order_id) constraint's index, which SQLite names itself.
+    const terminalOrder = 'sqlite_autoindex_payments_\\d+ \\(terminal_id=\\? AND order_id=\\?\\)';
+    await assertIndexed(paymentsQuery(db, 'm', { orderId: 'o-1', limit: 50 }), 'payments', terminalOrder);
+    await assertIndexed(paymentsQuery(db, 'm', { orderId: 'o-1', status: 'paid', limit: 50 }), 'payments', terminalOrder);
+  });
+
+  test("a payer's payments (the wallet): all, or of one status, found by the payer's phone", async () => {
+    for (const status of [undefined, 'pending', 'paid'] as const) {
+      const index = status === undefined ? 'payments_payer \\(payer_phone=\\?\\)' : 'payments_payer \\(payer_phone=\\? AND status=\\?\\)';
+      await assertIndexed(walletPaymentsQuery(store.db, 'payer', status), 'payments', index, 'p');
+    }
+  });
+
+  test("the operator's payers, newest first", async () => {
+    const plan = await planOf(payersQuery(store.db, 50));
+    if (ON_POSTGRES) assert.doesNotMatch(plan, /Seq Scan on payers\b/, plan);
+    else assert.match(plan, /^SCAN p USING (COVERING )?INDEX payers_created\b/m, plan);
+    if (!ON_POSTGRES) assert.doesNotMatch(plan, /TEMP B-TREE/, plan);
+  });
+
+  test('kept receipts are matched from the receipts, each message found by its SMSC id', async () => {
+    const plan = await planOf(keptReceiptsMatched(store.db));
+    if (ON_POSTGRES) assert.doesNotMatch(plan, /Seq Scan on messages\b/, plan);
+    else {
+      // The outer loop is the kept receipts; no walk of the messages still sent.
+      assert.match(plan.split('\n')[0] ?? '', /^SCAN e\b/, plan);
+      assert.match(plan, /^SEARCH m USING INDEX messages_provider\b/m, plan);
+      assert.doesNotMatch(plan, /messages_due/, plan);
+    }
+  });
+
+  test("/metrics's gauges count within an index", async () => {
+    for (const query of Object.values(OPEN_WORK)) {
+      const plan = await planOf(query(store.db));
+      assert.doesNotMatch(plan, ON_POSTGRES ? /Seq Scan/ : /^SCAN /m, plan);
+    }
+  });
+});
