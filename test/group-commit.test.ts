@@ -1,36 +1,27 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { sql } from 'kysely';
-import { type Db, isDatabaseUnavailable, onCommit, openDatabase } from '../src/db/database.js';
+import { isDatabaseUnavailable, onCommit, openDatabase } from '../src/db/database.js';
 import { hotQuery } from '../src/db/hot-query.js';
-import { freshDatabase, ON_POSTGRES, type TestDatabase } from './helpers/harness.js';
+import { freshDatabase, ON_POSTGRES, storeForSuite } from './helpers/harness.js';
 
 /** The write path every store uses (db.write), on the database under test. */
 describe('db.write: atomic units, grouped on SQLite', () => {
-  let database: TestDatabase;
-  let store: Db;
-  before(async () => {
-    database = await freshDatabase();
-    store = await openDatabase(database.url);
-  });
-  after(async () => {
-    await store.close();
-    await database.drop();
-  });
+  const suite = storeForSuite();
 
-  const insertCategory = (id: string) => store.write((tx) => tx.insertInto('categories').values({ id, name: id, mcc: id }).execute());
+  const insertCategory = (id: string) => suite.store.write((tx) => tx.insertInto('categories').values({ id, name: id, mcc: id }).execute());
 
   test('200 concurrent units all commit and all resolve', async () => {
     const ids = Array.from({ length: 200 }, (_, i) => `gc-${i}`);
     await Promise.all(ids.map(insertCategory));
-    const rows = await store.db.selectFrom('categories').select('id').where('id', 'like', 'gc-%').execute();
+    const rows = await suite.store.db.selectFrom('categories').select('id').where('id', 'like', 'gc-%').execute();
     assert.equal(rows.length, 200);
   });
 
   test('a failing unit rolls back alone; its neighbours in the same batch commit', async () => {
     const results = await Promise.allSettled([
       insertCategory('ok-1'),
-      store.write(async (tx) => {
+      suite.store.write(async (tx) => {
         await tx.insertInto('categories').values({ id: 'doomed', name: 'doomed', mcc: 'doomed' }).execute();
         throw new Error('business rule says no');
       }),
@@ -43,7 +34,7 @@ describe('db.write: atomic units, grouped on SQLite', () => {
     assert.deepEqual([first, second].sort(), ['fulfilled', 'rejected']);
     assert.equal(other, 'fulfilled');
     if (!ON_POSTGRES) assert.equal(first, 'fulfilled');
-    const ids = (await store.db.selectFrom('categories').select('id').where('id', 'in', ['ok-1', 'ok-2', 'doomed']).execute()).map(
+    const ids = (await suite.store.db.selectFrom('categories').select('id').where('id', 'in', ['ok-1', 'ok-2', 'doomed']).execute()).map(
       (r) => r.id,
     );
     assert.deepEqual(ids.sort(), ['ok-1', 'ok-2']);
@@ -52,7 +43,7 @@ describe('db.write: atomic units, grouped on SQLite', () => {
   test('onCommit: effects run once each unit has committed, once even when the batch runs again, never for a unit rolled back', async () => {
     const ran: string[] = [];
     const unit = (id: string, fail: boolean) =>
-      store.write(async (tx) => {
+      suite.store.write(async (tx) => {
         onCommit(tx, () => ran.push(id));
         await tx.insertInto('categories').values({ id, name: id, mcc: id }).execute();
         // Not yet committed: the effect waits.
@@ -66,18 +57,18 @@ describe('db.write: atomic units, grouped on SQLite', () => {
       ['fulfilled', 'rejected', 'fulfilled'],
     );
     assert.deepEqual(ran.sort(), ['oc-1', 'oc-3']);
-    assert.throws(() => onCommit(store.db, () => undefined), /outside a unit/);
+    assert.throws(() => onCommit(suite.store.db, () => undefined), /outside a unit/);
   });
 
   // SQLite's group commit: a full disk makes SQLite roll back the whole batch's transaction.
   if (!ON_POSTGRES) {
     test('a full disk during a batch: every unit gets the database error (a 503), none a lost savepoint (a 500)', async () => {
-      const { rows } = await sql<{ page_count: number }>`pragma page_count`.execute(store.db);
-      await sql.raw(`pragma max_page_count = ${rows[0]?.page_count}`).execute(store.db);
+      const { rows } = await sql<{ page_count: number }>`pragma page_count`.execute(suite.store.db);
+      await sql.raw(`pragma max_page_count = ${rows[0]?.page_count}`).execute(suite.store.db);
       try {
         const results = await Promise.allSettled(
           Array.from({ length: 30 }, (_, i) =>
-            store.write((tx) =>
+            suite.store.write((tx) =>
               tx
                 .insertInto('categories')
                 .values({ id: `full-${i}`, name: 'x'.repeat(3000), mcc: `full-${i}` })
@@ -89,7 +80,7 @@ describe('db.write: atomic units, grouped on SQLite', () => {
         assert.ok(errors.length > 0, 'the disk filled up');
         for (const error of errors) assert.ok(isDatabaseUnavailable(error), `${error.code}: ${error.message}`);
       } finally {
-        await sql`pragma max_page_count = 4294967294`.execute(store.db);
+        await sql`pragma max_page_count = 4294967294`.execute(suite.store.db);
       }
       await insertCategory('after-full');
     });
@@ -99,10 +90,10 @@ describe('db.write: atomic units, grouped on SQLite', () => {
     // On SQLite hot queries run straight on the connection when no transaction is open;
     // during a batch they must wait, or they would read what is about to be rolled back.
     let read: Promise<{ rows: unknown[] }> | undefined;
-    const write = store.write(async (tx) => {
+    const write = suite.store.write(async (tx) => {
       await tx.insertInto('categories').values({ id: 'dirty', name: 'dirty', mcc: 'dirty' }).execute();
-      read = hotQuery(store.db, 'test.dirty-read', ['dirty'], () =>
-        store.db.selectFrom('categories').select('id').where('id', '=', 'dirty'),
+      read = hotQuery(suite.store.db, 'test.dirty-read', ['dirty'], () =>
+        suite.store.db.selectFrom('categories').select('id').where('id', '=', 'dirty'),
       );
       throw new Error('rolled back');
     });
@@ -112,7 +103,7 @@ describe('db.write: atomic units, grouped on SQLite', () => {
   });
 
   test('a unit sees its own writes and returns its value', async () => {
-    const value = await store.write(async (tx) => {
+    const value = await suite.store.write(async (tx) => {
       await tx.insertInto('categories').values({ id: 'own', name: 'own', mcc: 'own' }).execute();
       const row = await tx.selectFrom('categories').select('name').where('id', '=', 'own').executeTakeFirstOrThrow();
       return row.name;
@@ -121,7 +112,7 @@ describe('db.write: atomic units, grouped on SQLite', () => {
   });
 
   test('migrations are idempotent: opening the same database again changes nothing', async () => {
-    const again = await openDatabase(database.url);
+    const again = await openDatabase(suite.database.url);
     const count = await again.db
       .selectFrom('categories')
       .select((eb) => eb.fn.countAll<number>().as('n'))
@@ -131,7 +122,7 @@ describe('db.write: atomic units, grouped on SQLite', () => {
   });
 
   test('close waits for units under way: all of them are committed', async () => {
-    const other = await openDatabase(database.url);
+    const other = await openDatabase(suite.database.url);
     const pending = Array.from({ length: 100 }, (_, i) =>
       other.write((tx) =>
         tx
@@ -142,7 +133,7 @@ describe('db.write: atomic units, grouped on SQLite', () => {
     );
     await other.close();
     await Promise.all(pending);
-    const rows = await store.db.selectFrom('categories').select('id').where('id', 'like', 'close-%').execute();
+    const rows = await suite.store.db.selectFrom('categories').select('id').where('id', 'like', 'close-%').execute();
     assert.equal(rows.length, 100);
   });
 });

@@ -1,13 +1,12 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { type Compilable, CompiledQuery, sql } from 'kysely';
-import { type Db, openDatabase } from '../src/db/database.js';
 import { keptReceiptsMatched } from '../src/messaging/receipts.js';
 import { OPEN_WORK } from '../src/ops/metrics.js';
 import { payersQuery } from '../src/payers/payers.js';
 import { paymentsQuery } from '../src/payments/list-payments.js';
 import { walletPaymentsQuery } from '../src/wallet/wallet.js';
-import { freshDatabase, ON_POSTGRES, type TestDatabase } from './helpers/harness.js';
+import { ON_POSTGRES, storeForSuite } from './helpers/harness.js';
 
 /**
  * Reads that a merchant, a payer, an operator or a background job makes over the tables that
@@ -18,20 +17,11 @@ import { freshDatabase, ON_POSTGRES, type TestDatabase } from './helpers/harness
  * so a plan that still scans a table has no index to use for it.
  */
 describe('query plans: no scan of a table that grows', () => {
-  let database: TestDatabase;
-  let store: Db;
-  before(async () => {
-    database = await freshDatabase();
-    store = await openDatabase(database.url);
-  });
-  after(async () => {
-    await store.close();
-    await database.drop();
-  });
+  const suite = storeForSuite();
 
   async function planOf(query: Compilable<unknown>): Promise<string> {
     const { sql: text, parameters } = query.compile();
-    return store.db.transaction().execute(async (tx) => {
+    return suite.store.db.transaction().execute(async (tx) => {
       if (ON_POSTGRES) await sql`set local enable_seqscan = off`.execute(tx);
       const explained = await tx.executeQuery(
         CompiledQuery.raw(`${ON_POSTGRES ? 'explain' : 'explain query plan'} ${text}`, [...parameters]),
@@ -52,7 +42,7 @@ describe('query plans: no scan of a table that grows', () => {
   }
 
   test("a merchant's payments: newest first, of one status, by order id", async () => {
-    const db = store.db;
+    const db = suite.store.db;
     const newest = await assertIndexed(paymentsQuery(db, 'm', { limit: 50 }), 'payments', 'payments_merchant');
     // Walked in order: sorted only within one millisecond's payments (the id breaks ties), never all of them.
     if (!ON_POSTGRES) assert.doesNotMatch(newest, /TEMP B-TREE FOR ORDER BY/, 'walked in order, not sorted');
@@ -69,19 +59,19 @@ describe('query plans: no scan of a table that grows', () => {
   test("a payer's payments (the wallet): all, or of one status, found by the payer's phone", async () => {
     for (const status of [undefined, 'pending', 'paid'] as const) {
       const index = status === undefined ? 'payments_payer \\(payer_phone=\\?\\)' : 'payments_payer \\(payer_phone=\\? AND status=\\?\\)';
-      await assertIndexed(walletPaymentsQuery(store.db, 'payer', status), 'payments', index, 'p');
+      await assertIndexed(walletPaymentsQuery(suite.store.db, 'payer', status), 'payments', index, 'p');
     }
   });
 
   test("the operator's payers, newest first", async () => {
-    const plan = await planOf(payersQuery(store.db, 50));
+    const plan = await planOf(payersQuery(suite.store.db, 50));
     if (ON_POSTGRES) assert.doesNotMatch(plan, /Seq Scan on payers\b/, plan);
     else assert.match(plan, /^SCAN p USING (COVERING )?INDEX payers_created\b/m, plan);
     if (!ON_POSTGRES) assert.doesNotMatch(plan, /TEMP B-TREE/, plan);
   });
 
   test('kept receipts are matched from the receipts, each message found by its SMSC id', async () => {
-    const plan = await planOf(keptReceiptsMatched(store.db));
+    const plan = await planOf(keptReceiptsMatched(suite.store.db));
     if (ON_POSTGRES) assert.doesNotMatch(plan, /Seq Scan on messages\b/, plan);
     else {
       // The outer loop is the kept receipts; no walk of the messages still sent.
@@ -93,7 +83,7 @@ describe('query plans: no scan of a table that grows', () => {
 
   test("/metrics's gauges count within an index", async () => {
     for (const query of Object.values(OPEN_WORK)) {
-      const plan = await planOf(query(store.db));
+      const plan = await planOf(query(suite.store.db));
       assert.doesNotMatch(plan, ON_POSTGRES ? /Seq Scan/ : /^SCAN /m, plan);
     }
   });

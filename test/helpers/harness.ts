@@ -3,11 +3,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { after, before } from 'node:test';
 import pg from 'pg';
 import { buildApp, buildMockApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { type AppContext, createContext } from '../../src/context.js';
-import { openDatabase } from '../../src/db/database.js';
+import { type Db, openDatabase } from '../../src/db/database.js';
 import type { App } from '../../src/http/types.js';
 import { startBackground } from '../../src/jobs/background.js';
 import { createLogger } from '../../src/logger.js';
@@ -24,6 +25,23 @@ export const ON_POSTGRES = TEST_DATABASE.startsWith('postgres');
 export interface TestDatabase {
   url: string;
   drop(): Promise<void>;
+}
+
+/**
+ * For a suite of tests of the store itself: a fresh database opened as the service opens it
+ * (migrated), before the suite's tests; closed and dropped after them.
+ */
+export function storeForSuite(): { readonly store: Db; readonly database: TestDatabase } {
+  const suite = {} as { store: Db; database: TestDatabase };
+  before(async () => {
+    suite.database = await freshDatabase();
+    suite.store = await openDatabase(suite.database.url);
+  });
+  after(async () => {
+    await suite.store.close();
+    await suite.database.drop();
+  });
+  return suite;
 }
 
 /** A fresh, empty database: a SQLite file in a temp dir, or a new PostgreSQL database. */
