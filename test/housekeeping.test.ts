@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import type { Db } from '../src/db/database.js';
 import { PURGE_BATCH, purgeExpired } from '../src/jobs/housekeeping.js';
 import { type Lipa, startLipa } from './helpers/harness.js';
 
@@ -62,7 +63,9 @@ describe('housekeeping', () => {
     // Count the units, and the rows each one leaves, through the store the purge is given.
     const { store } = lipa.ctx;
     let units = 0;
-    const counted = { ...store, write: <T>(unit: Parameters<typeof store.write<T>>[0]) => ((units += 1), store.write(unit)) };
+    const counted = countingUnits(store, () => {
+      units += 1;
+    });
     assert.equal(await purgeExpired({ ...lipa.ctx, store: counted }), expired);
     const left = await store.db.selectFrom('nonces').select('nonce').where('key_id', '=', 'key_bulk').execute();
     assert.deepEqual(
@@ -85,9 +88,29 @@ describe('housekeeping', () => {
         await tx.insertInto('nonces').values(rows).execute();
       }
     });
-    assert.equal(await purgeExpired(lipa.ctx, AbortSignal.abort()), PURGE_BATCH);
+    // The stop comes while the first unit of nonces runs (after one unit for each of the three tables before them).
+    const { store } = lipa.ctx;
+    const stopping = new AbortController();
+    let units = 0;
+    const stopsAt4th = countingUnits(store, () => {
+      units += 1;
+      if (units === 4) stopping.abort();
+    });
+    assert.equal(await purgeExpired({ ...lipa.ctx, store: stopsAt4th }, stopping.signal), PURGE_BATCH);
+    assert.equal(units, 4, 'no unit after the stop, on this table or the next');
     assert.equal(await purgeExpired(lipa.ctx), 5);
     const left = await lipa.ctx.store.db.selectFrom('nonces').select('nonce').where('key_id', '=', 'key_stopping').execute();
     assert.deepEqual(left, []);
   });
 });
+
+/** The store, calling `beforeUnit` as each unit is written. */
+function countingUnits(store: Db, beforeUnit: () => void): Db {
+  return {
+    ...store,
+    write: (unit) => {
+      beforeUnit();
+      return store.write(unit);
+    },
+  };
+}

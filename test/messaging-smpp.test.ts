@@ -164,6 +164,8 @@ describe('messaging over SMPP', () => {
     const other = await startSmppPeer({ receipts: true, receiptDelayMs: 0 });
     const paired = await startLipa({ SMPP_URL: other.url, SMPP_BIND: 'pair' });
     try {
+      // Bound from the start, before any message.
+      await other.until('both binds at start', () => other.bindCommands.length === 2);
       const session = await merchantSession(paired);
       const pairedKey = (await messagingKey(paired, session.token)).apiKey;
       const reply = await send(paired, pairedKey, sms({ content: 'Two binds' }));

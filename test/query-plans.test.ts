@@ -30,11 +30,16 @@ describe('query plans: no scan of a table that grows', () => {
     });
   }
 
-  /** On SQLite the plan uses `index` (a pattern) for `table` (as aliased); on PostgreSQL it scans no `table`. */
-  async function assertIndexed(query: Compilable<unknown>, table: string, index: string, alias = table): Promise<string> {
+  /**
+   * The plan reads `table` (as aliased) through the index: on SQLite `index` (a pattern of the
+   * plan's words for it), on PostgreSQL the index named `pgIndex`, and never by a scan.
+   */
+  async function assertIndexed(query: Compilable<unknown>, table: string, index: string, pgIndex: string, alias = table) {
     const plan = await planOf(query);
-    if (ON_POSTGRES) assert.doesNotMatch(plan, new RegExp(`Seq Scan on ${table}\\b`), plan);
-    else {
+    if (ON_POSTGRES) {
+      assert.doesNotMatch(plan, new RegExp(`Seq Scan on ${table}\\b`), plan);
+      assert.match(plan, new RegExp(`Index (Only )?Scan (Backward )?using ${pgIndex} on ${table}\\b`), plan);
+    } else {
       assert.doesNotMatch(plan, new RegExp(`^SCAN ${alias}\\b`, 'm'), plan);
       assert.match(plan, new RegExp(`^SEARCH ${alias} USING (COVERING )?INDEX ${index}(?!\\w)`, 'm'), plan);
     }
@@ -43,35 +48,47 @@ describe('query plans: no scan of a table that grows', () => {
 
   test("a merchant's payments: newest first, of one status, by order id", async () => {
     const db = suite.store.db;
-    const newest = await assertIndexed(paymentsQuery(db, 'm', { limit: 50 }), 'payments', 'payments_merchant');
+    const newest = await assertIndexed(paymentsQuery(db, 'm', { limit: 50 }), 'payments', 'payments_merchant', 'payments_merchant');
     // Walked in order: sorted only within one millisecond's payments (the id breaks ties), never all of them.
     if (!ON_POSTGRES) assert.doesNotMatch(newest, /TEMP B-TREE FOR ORDER BY/, 'walked in order, not sorted');
     for (const status of ['pending', 'no_user', 'paid'] as const) {
-      const plan = await assertIndexed(paymentsQuery(db, 'm', { status, limit: 50 }), 'payments', 'payments_merchant_status');
+      const plan = await assertIndexed(
+        paymentsQuery(db, 'm', { status, limit: 50 }),
+        'payments',
+        'payments_merchant_status',
+        'payments_merchant_status',
+      );
       if (!ON_POSTGRES) assert.doesNotMatch(plan, /TEMP B-TREE/, 'walked in order, not sorted');
     }
     // The unique (terminal_id, order_id) constraint's index, which SQLite names itself.
     const terminalOrder = 'sqlite_autoindex_payments_\\d+ \\(terminal_id=\\? AND order_id=\\?\\)';
-    await assertIndexed(paymentsQuery(db, 'm', { orderId: 'o-1', limit: 50 }), 'payments', terminalOrder);
-    await assertIndexed(paymentsQuery(db, 'm', { orderId: 'o-1', status: 'paid', limit: 50 }), 'payments', terminalOrder);
+    for (const status of [undefined, 'paid'] as const)
+      await assertIndexed(
+        paymentsQuery(db, 'm', { orderId: 'o-1', status, limit: 50 }),
+        'payments',
+        terminalOrder,
+        'payments_terminal_order',
+      );
   });
 
   test("a payer's payments (the wallet): all, or of one status, found by the payer's phone", async () => {
     for (const status of [undefined, 'pending', 'paid'] as const) {
       const index = status === undefined ? 'payments_payer \\(payer_phone=\\?\\)' : 'payments_payer \\(payer_phone=\\? AND status=\\?\\)';
-      await assertIndexed(walletPaymentsQuery(suite.store.db, 'payer', status), 'payments', index, 'p');
+      await assertIndexed(walletPaymentsQuery(suite.store.db, 'payer', status), 'payments', index, 'payments_payer', 'p');
     }
   });
 
   test("the operator's payers, newest first", async () => {
     const plan = await planOf(payersQuery(suite.store.db, 50));
-    if (ON_POSTGRES) assert.doesNotMatch(plan, /Seq Scan on payers\b/, plan);
+    if (ON_POSTGRES) assert.match(plan, /Index (Only )?Scan Backward using payers_created on payers\b/, plan);
     else assert.match(plan, /^SCAN p USING (COVERING )?INDEX payers_created\b/m, plan);
     if (!ON_POSTGRES) assert.doesNotMatch(plan, /TEMP B-TREE/, plan);
   });
 
   test('kept receipts are matched from the receipts, each message found by its SMSC id', async () => {
     const plan = await planOf(keptReceiptsMatched(suite.store.db));
+    // PostgreSQL orders joins by its statistics (it analyses tables itself), so on these empty
+    // tables its choice says nothing; nor does its read hold up other requests.
     if (ON_POSTGRES) assert.doesNotMatch(plan, /Seq Scan on messages\b/, plan);
     else {
       // The outer loop is the kept receipts; no walk of the messages still sent.

@@ -17,13 +17,19 @@ export const PURGE_BATCH = 2000;
  */
 export async function purgeExpired(ctx: AppContext, stopping?: AbortSignal): Promise<number> {
   const now = ctx.now();
+  const purges: Array<[Purged, string, number]> = [
+    ['sessions', 'expires_at', now],
+    ['otp_challenges', 'expires_at', now - DAY_MS],
+    ['auth_throttle', 'window_start', now - DAY_MS],
+    ['nonces', 'expires_at', now],
+    // A receipt kept an hour for a submission that never came on record never will.
+    ['early_receipts', 'received_at', now - HOUR_MS],
+  ];
   let deleted = 0;
-  deleted += await purge(ctx, 'sessions', 'expires_at', now, stopping);
-  deleted += await purge(ctx, 'otp_challenges', 'expires_at', now - DAY_MS, stopping);
-  deleted += await purge(ctx, 'auth_throttle', 'window_start', now - DAY_MS, stopping);
-  deleted += await purge(ctx, 'nonces', 'expires_at', now, stopping);
-  // A receipt kept an hour for a submission that never came on record never will.
-  deleted += await purge(ctx, 'early_receipts', 'received_at', now - HOUR_MS, stopping);
+  for (const [table, column, upTo] of purges) {
+    deleted += await purge(ctx, table, column, upTo, stopping);
+    if (stopping?.aborted) break;
+  }
   return deleted;
 }
 

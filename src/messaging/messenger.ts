@@ -114,6 +114,9 @@ export class Messenger implements Notifier {
     this.recorder = new OutageRecorder(log, 'message attempts');
     // The receipt is acknowledged to the SMSC only once it is recorded.
     transports.sms?.onReceipt((receipt) => this.receipts.apply(receipt));
+    // Bound from the start: receipts the SMSC holds for messages sent before a restart come in,
+    // and lipa_smpp_bound tells the truth before the first send.
+    transports.sms?.start?.();
     // Only real transports have sends under way to renew.
     this.renewTimer = transports.email || transports.sms ? setInterval(() => void this.renewLeases(), this.leaseMs / 3).unref() : null;
   }

@@ -386,7 +386,7 @@ export class SmppTransport implements SmsTransport {
 
   async close(): Promise<void> {
     // The receiver last: receipts for the submits still answered during the stop can arrive.
-    this.#closing ??= this.#shutdown().then(() => this.#receiver?.close());
+    this.#closing ??= this.#shutdown().finally(() => this.#receiver?.close());
     return this.#closing;
   }
 

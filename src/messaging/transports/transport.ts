@@ -106,6 +106,8 @@ export interface SmsTransport {
   send(message: OutboundSms): Promise<SendResult>;
   /** Called for every delivery receipt received (SMPP); never for the embedded outbox. */
   onReceipt(listener: (receipt: DeliveryReceipt) => void): void;
+  /** Connects in the background (SMPP: binds), so that receipts come and /metrics is true before the first send. */
+  start?(): void;
   /** Each bind to the SMSC and whether it is up right now (SMPP), for /metrics. */
   binds?(): Record<string, boolean>;
   close(): Promise<void>;
