@@ -11,24 +11,20 @@
 import { onCommit, type Tx } from '../db/database.js';
 import type { MessageStatus, PaymentStatus } from '../db/schema.js';
 
-export const COUNTERS = {
+const COUNTERS = {
   lipa_payment_status_changes_total:
     'Payments moved to a status by this instance since it started (paid, declined, expired, or pending when the payer registers).',
   lipa_message_status_changes_total: 'Messages moved to sent, delivered or failed by this instance since it started, by type.',
 } as const;
 
-export type CounterName = keyof typeof COUNTERS;
+type CounterName = keyof typeof COUNTERS;
 
 /** Values by counter, then by label set (already escaped for the text format). */
-const values = new Map<CounterName, Map<string, number>>();
+const values = new Map((Object.keys(COUNTERS) as CounterName[]).map((name) => [name, new Map<string, number>()]));
 
 function increment(name: CounterName, labels: string): void {
-  let series = values.get(name);
-  if (!series) {
-    series = new Map();
-    values.set(name, series);
-  }
-  series.set(labels, (series.get(labels) ?? 0) + 1);
+  const series = values.get(name);
+  series?.set(labels, (series.get(labels) ?? 0) + 1);
 }
 
 /** Counts a payment's move to `status` once the unit running on `tx` commits. */

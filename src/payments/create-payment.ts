@@ -13,7 +13,6 @@ import { type CreatePaymentBody, MAX_PAYMENT } from './schemas.js';
 import { consumeNonce, type Signer } from './signed-request.js';
 import { isDue, movePayment } from './transitions.js';
 
-/** The largest single payment, in major units (CONTRACT §6). */
 export const SUPPORTED_CURRENCIES: readonly string[] = [CURRENCY];
 
 type Body = Static<typeof CreatePaymentBody>;

@@ -134,7 +134,7 @@ async function loadCategories() {
 async function posView(panel) {
   const list = el('div', { 'aria-busy': 'true' }, el('p', { class: 'muted', text: 'Loading…' }));
   const formStatus = statusLine();
-  const [cats] = await Promise.all([loadCategories()]);
+  const cats = await loadCategories();
   const names = new Map(cats.map((c) => [c.categoryId, `${c.mcc} · ${c.name}`]));
   if (cats.length === 0) show(formStatus, 'The categories could not be loaded; open this tab again to retry.');
 
