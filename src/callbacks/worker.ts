@@ -28,7 +28,7 @@ const unfinishedId = (deliveryId: string, leasedUntil: number) => `att_unfinishe
 export const UNFINISHED =
   'no outcome recorded: the instance sending it stopped, or lost the database, during the attempt (it may have arrived)';
 /** At most this many callbacks in flight per service; a slow receiver holds up only its own. */
-const MAX_IN_FLIGHT = 64;
+export const MAX_IN_FLIGHT = 64;
 
 /** One service's deliveries under way (several services may share a process: tests do). */
 interface Worker {

@@ -24,9 +24,18 @@ export interface Receiver {
   /**
    * The status to answer with; null holds the request open, unanswered (a receiver that
    * hangs); `{status, unfinished: true}` sends the status line and a first chunk of body,
-   * and never ends it; `{status, afterMs}` answers that status after a while (a slow receiver).
+   * and never ends it; `{status, afterMs}` answers that status after a while (a slow receiver);
+   * `{status, when}` answers it once the promise settles (requests held until the test lets go).
    */
-  respond: (request: Received, index: number) => number | null | { status: number; unfinished: true } | { status: number; afterMs: number };
+  respond: (
+    request: Received,
+    index: number,
+  ) =>
+    | number
+    | null
+    | { status: number; unfinished: true }
+    | { status: number; afterMs: number }
+    | { status: number; when: Promise<unknown> };
   /** Resolves when at least `count` requests have arrived (rejects after `timeoutMs`). */
   waitFor(count: number, timeoutMs?: number): Promise<Received[]>;
   close(): Promise<void>;
@@ -63,9 +72,10 @@ export async function startReceiver(options: { https?: boolean } = {}): Promise<
       res.on('close', () => {
         entry.closedAt = Date.now();
       });
-      if (typeof status === 'number') res.writeHead(status, { 'content-type': 'text/plain' }).end('ok');
-      else if (status !== null && 'afterMs' in status)
-        setTimeout(() => res.writeHead(status.status, { 'content-type': 'text/plain' }).end('ok'), status.afterMs);
+      const answer = (code: number) => res.writeHead(code, { 'content-type': 'text/plain' }).end('ok');
+      if (typeof status === 'number') answer(status);
+      else if (status !== null && 'afterMs' in status) setTimeout(() => answer(status.status), status.afterMs);
+      else if (status !== null && 'when' in status) void status.when.finally(() => answer(status.status));
       else if (status !== null) res.writeHead(status.status, { 'content-type': 'text/plain' }).write('partial');
     });
   };
