@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
+import { MAX_ACTIVE_KEYS } from '../src/keys/keys.js';
 import { assertError, assertIso } from './helpers/assertions.js';
 import { call, createPayer, type MerchantSession, merchantSession, payerToken, type Reply } from './helpers/client.js';
 import { type Lipa, startLipa } from './helpers/harness.js';
@@ -203,6 +204,28 @@ describe('merchant keys (CONTRACT §4)', () => {
         .where('id', '=', id)
         .executeTakeFirstOrThrow();
       assert.equal(row.revoked_at, null);
+    });
+
+    test(`${family.path}: at most ${MAX_ACTIVE_KEYS} keys not revoked, even when asked for at once; revoking one makes room`, async () => {
+      const carol = await merchantSession(lipa);
+      const replies = await Promise.all(
+        Array.from({ length: MAX_ACTIVE_KEYS + 5 }, (_, i) =>
+          call(lipa.url, 'POST', family.path, { token: carol.token, body: { name: `k${i}` } }),
+        ),
+      );
+      const created = replies.filter((r) => r.status === 201);
+      assert.equal(created.length, MAX_ACTIVE_KEYS, 'exactly the cap is created');
+      for (const refused of replies.filter((r) => r.status !== 201)) assertError(refused, 409, 'too_many_keys');
+      assert.equal((await list(family, carol.token)).body.length, MAX_ACTIVE_KEYS, 'a refused key is not stored');
+
+      const otherKind = family === SIGNING ? MESSAGING : SIGNING;
+      const other = await call(lipa.url, 'POST', otherKind.path, { token: carol.token });
+      assert.equal(other.status, 201, `each kind has its own cap: ${other.text}`);
+
+      assertNoContent(await revoke(family, carol.token, created[0]?.body[family.idField]));
+      const again = await call(lipa.url, 'POST', family.path, { token: carol.token });
+      assert.equal(again.status, 201, again.text);
+      assertError(await call(lipa.url, 'POST', family.path, { token: carol.token }), 409, 'too_many_keys');
     });
 
     test(`${family.path}: no token answers 401, a payer token 403, on every route`, async () => {

@@ -1,10 +1,40 @@
 import { randomBytes } from 'node:crypto';
 import type { AppContext } from '../context.js';
+import { lockedRead, type Tx } from '../db/database.js';
 import { AppError, shown } from '../http/errors.js';
 import { isoTime } from '../http/time.js';
 import { randomId, randomSecret, sha256Hex } from '../security/tokens.js';
 
 const iso = (ms: number | null) => (ms === null ? null : isoTime(ms));
+
+/**
+ * The most unrevoked keys of each kind a merchant may hold. Rate limits count per key, so a
+ * merchant with unlimited keys would have unlimited rate; 25 leave room for one key per shop
+ * or server and for rotation (create the new key, deploy it, revoke the old one).
+ */
+export const MAX_ACTIVE_KEYS = 25;
+
+/**
+ * Refuses a new key when the merchant already holds MAX_ACTIVE_KEYS unrevoked ones. The
+ * merchant's row is locked first on PostgreSQL, so two concurrent creations cannot both
+ * count 24 (SQLite runs one writer at a time).
+ */
+async function assertRoomForKey(ctx: AppContext, tx: Tx, table: 'api_keys' | 'messaging_keys', merchantId: string) {
+  await lockedRead(ctx.store.dialect, tx.selectFrom('merchants').select('id').where('id', '=', merchantId)).execute();
+  const { n } = await tx
+    .selectFrom(table)
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('merchant_id', '=', merchantId)
+    .where('revoked_at', 'is', null)
+    .executeTakeFirstOrThrow();
+  if (Number(n) >= MAX_ACTIVE_KEYS) {
+    const kind = table === 'api_keys' ? 'signing' : 'messaging';
+    throw new AppError(
+      'too_many_keys',
+      `You already have ${MAX_ACTIVE_KEYS} ${kind} keys that are not revoked, the most allowed; revoke one first.`,
+    );
+  }
+}
 
 /**
  * Step 0 of the merchant checklist: a signing key pair. The secret is 32 random bytes shown
@@ -15,8 +45,9 @@ export async function createApiKey(ctx: AppContext, merchantId: string, name: st
   const keyId = randomId('key_');
   const secret = randomBytes(32).toString('hex');
   const now = ctx.now();
-  await ctx.store.write((tx) =>
-    tx
+  await ctx.store.write(async (tx) => {
+    await assertRoomForKey(ctx, tx, 'api_keys', merchantId);
+    await tx
       .insertInto('api_keys')
       .values({
         id: keyId,
@@ -26,8 +57,8 @@ export async function createApiKey(ctx: AppContext, merchantId: string, name: st
         created_at: now,
         revoked_at: null,
       })
-      .execute(),
-  );
+      .execute();
+  });
   return { keyId, secret, name, createdAt: iso(now) as string };
 }
 
@@ -63,8 +94,9 @@ export async function createMessagingKey(ctx: AppContext, merchantId: string, na
   const id = randomId('mk_');
   const apiKey = randomSecret('lipa_msg_');
   const now = ctx.now();
-  await ctx.store.write((tx) =>
-    tx
+  await ctx.store.write(async (tx) => {
+    await assertRoomForKey(ctx, tx, 'messaging_keys', merchantId);
+    await tx
       .insertInto('messaging_keys')
       .values({
         id,
@@ -75,8 +107,8 @@ export async function createMessagingKey(ctx: AppContext, merchantId: string, na
         created_at: now,
         revoked_at: null,
       })
-      .execute(),
-  );
+      .execute();
+  });
   return { id, apiKey, name, createdAt: iso(now) as string };
 }
 
