@@ -566,6 +566,21 @@ describe('signed requests: every check of CONTRACT §5, each its own 403', () =>
     }
   });
 
+  test('a request refused for its body (422, 404), sent 10 times at once, is refused so once: the others are replays (403)', async () => {
+    for (const [path, body, status, code] of [
+      [CREATE, '{"amount": ', 422, 'invalid_json'],
+      [CREATE, createBody({ amount: -1 }), 422, 'validation_failed'],
+      [STATUS, JSON.stringify({ paymentIdentifier: `${paymentId}-none` }), 404, 'not_found'],
+    ] as const) {
+      const headers = signedHeaders(lipa.url, key, { path, body });
+      const replies = await Promise.all(Array.from({ length: 10 }, () => post(lipa.url, path, headers, body)));
+      const answered = replies.filter((r) => r.status !== 403);
+      assert.equal(answered.length, 1, `${code}: ${replies.map((r) => r.status).join(',')}`);
+      assertRefused(answered[0] as Reply, code, status);
+      for (const reply of replies.filter((r) => r.status === 403)) assertRefused(reply, 'nonce_reused');
+    }
+  });
+
   test('the same status request sent 10 times at once is answered exactly once', async () => {
     const body = statusBody();
     const headers = signedHeaders(lipa.url, key, { path: STATUS, body });

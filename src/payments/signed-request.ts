@@ -3,7 +3,7 @@ import { bodyHash, digestEquals, hmacHex, SIGNATURE_HEADERS, signingString } fro
 import type { AppContext } from '../context.js';
 import type { Tx } from '../db/database.js';
 import { hotQuery } from '../db/hot-query.js';
-import { AppError, type ErrorCode, errorHandler } from '../http/errors.js';
+import { AppError, type ErrorCode, errorBody, errorHandler } from '../http/errors.js';
 import { calledHost } from '../http/host.js';
 import { WindowLimiter } from '../http/rate-limit.js';
 
@@ -201,29 +201,38 @@ export async function consumeNonce(tx: Tx, signer: Signer): Promise<void> {
  * An onSend hook of signed routes: when the operation did not record the nonce (the body
  * was invalid, the terminal unknown, …), record it before the answer leaves, so that every
  * request that passed the signature check has used up its nonce by the time anyone can
- * see its outcome.
+ * see its outcome. Of concurrent copies of such a request, the one that records the nonce
+ * keeps its answer and the others are what they are, replays: `403 nonce_reused`.
  */
 export function recordUnusedNonce(ctx: AppContext) {
   // A callback hook: on the common path (nonce already recorded) it costs no promise.
-  return <T>(request: FastifyRequest, _reply: unknown, payload: T, done: (err: null, payload: T) => void): void => {
+  return <T>(request: FastifyRequest, reply: FastifyReply, payload: T, done: (err: null, payload: T | string) => void): void => {
     const signer = request.signer;
     if (!signer || signer.nonceRecorded) {
       done(null, payload);
       return;
     }
-    void ctx.store
+    ctx.store
       .write((tx) =>
         tx
           .insertInto('nonces')
           .values({ key_id: signer.keyId, nonce: signer.nonce, expires_at: signer.nonceExpiresAt })
           .onConflict((oc) => oc.columns(['key_id', 'nonce']).doNothing())
-          .execute(),
+          .executeTakeFirst(),
       )
-      .catch((err: unknown) => request.log.error({ err }, 'could not record a nonce'))
-      .then(() => {
-        signer.nonceRecorded = true;
-        done(null, payload);
-      });
+      .then(
+        (inserted) => {
+          signer.nonceRecorded = true;
+          if (Number(inserted?.numInsertedOrUpdatedRows ?? 1n) !== 0) return done(null, payload);
+          reply.removeHeader('retry-after');
+          reply.code(403).type('application/json; charset=utf-8');
+          done(null, JSON.stringify(errorBody(nonceReused(), String(request.id))));
+        },
+        (err: unknown) => {
+          request.log.error({ err }, 'could not record a nonce');
+          done(null, payload);
+        },
+      );
   };
 }
 
