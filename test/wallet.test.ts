@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
+import pg from 'pg';
 import type { LipaClient, Payment, PaymentRequest } from '../src/client/index.js';
 import { accountId, balanceOf, checkLedger } from '../src/ledger/ledger.js';
 import { expireDuePayments } from '../src/payments/expire.js';
@@ -18,7 +19,7 @@ import {
   type Reply,
   uniquePhone,
 } from './helpers/client.js';
-import { type Lipa, startLipa } from './helpers/harness.js';
+import { type Lipa, ON_POSTGRES, startLipa } from './helpers/harness.js';
 import { type Receiver, startReceiver } from './helpers/receiver.js';
 
 /** The payer side (CONTRACT §6): wallet, accept with PIN, decline, races, expiry, the ledger. */
@@ -742,6 +743,90 @@ describe('wallet: accept racing expiry (PAYMENT_TTL_SECONDS=1)', () => {
     assert.deepEqual(list.body, [], 'an expired payment is no longer listed as pending');
   });
 });
+
+// PostgreSQL only: there an accept and an expiry really run at once, in two transactions. A
+// lock held by the test on the payment's row queues them in a known order, so each order is
+// checked every run (SQLite runs one writer at a time: there is no such overlap to check).
+if (ON_POSTGRES) {
+  describe('PostgreSQL: an accept and an expiry queued on one payment, in each order', () => {
+    let lipa: Lipa;
+    let receiver: Receiver;
+    let s: Shop;
+
+    before(async () => {
+      lipa = await startLipa({ PAYMENT_TTL_SECONDS: '60', ...NO_LIMITS }, { expirySweep: false });
+      receiver = await startReceiver();
+      s = await shop(lipa, receiver);
+    });
+    after(async () => {
+      await lipa.close();
+      await receiver.close();
+    });
+
+    /** Resolves once `count` statements of this database wait on a lock. */
+    async function waitersOnLock(locker: pg.Client, count: number): Promise<void> {
+      for (let tries = 0; tries < 200; tries++) {
+        const { rows } = await locker.query(
+          "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'",
+        );
+        if (rows[0].n >= count) return;
+        await sleep(25);
+      }
+      throw new Error(`fewer than ${count} statements waiting on the lock`);
+    }
+
+    for (const first of ['accept', 'expiry'] as const) {
+      test(`${first} first: ${first === 'accept' ? 'paid, and the expiry finds nothing to do' : 'expired, and the accept is told 409'}; one event, money moved only if paid`, async () => {
+        const payer = await createPayer(lipa, { balance: 100 });
+        const token = await payerToken(lipa, payer);
+        const payment = await pay(s, receiver, payer.phone, 10);
+        // The sweep runs as if its time had come; the accept is made in time, by the real clock.
+        const sweeper = { ...lipa.ctx, now: () => Date.parse(payment.expiresAt) + 1000 };
+        const locker = new pg.Client({ connectionString: lipa.databaseUrl });
+        await locker.connect();
+        let accepted: Promise<Reply> | undefined;
+        let swept: Promise<number> | undefined;
+        try {
+          await locker.query('begin');
+          await locker.query('select id from payments where id = $1 for update', [payment.paymentIdentifier]);
+          if (first === 'accept') {
+            accepted = accept(lipa, token, payment.paymentIdentifier, payer.pin);
+            await waitersOnLock(locker, 1);
+            swept = expireDuePayments(sweeper);
+          } else {
+            swept = expireDuePayments(sweeper);
+            await waitersOnLock(locker, 1);
+            accepted = accept(lipa, token, payment.paymentIdentifier, payer.pin);
+          }
+          await waitersOnLock(locker, 2);
+        } finally {
+          await locker.query('commit').catch(() => undefined);
+          await locker.end();
+        }
+        const [reply, expired] = await Promise.all([accepted, swept]);
+        const final = await statusOf(s, payment.paymentIdentifier);
+        if (first === 'accept') {
+          assert.equal(reply?.status, 200, reply?.text);
+          assert.deepEqual(reply?.body, { status: 'paid' });
+          assert.equal(expired, 0, 'the expiry found the payment paid');
+          assert.equal(final.status, 'paid');
+          assert.equal(await paymentTransactions(lipa, payment.paymentIdentifier), 1);
+          assert.equal(await walletBalance(lipa, token), 9000);
+        } else {
+          assertNotPending(reply as Reply, 'accept queued behind the expiry');
+          assert.equal(expired, 1);
+          assert.equal(final.status, 'expired');
+          assert.equal(await paymentTransactions(lipa, payment.paymentIdentifier), 0);
+          assert.equal(await walletBalance(lipa, token), 10000);
+        }
+        const events = await eventsFor(lipa, payment.paymentIdentifier);
+        assert.equal(events.length, 1, 'exactly one event');
+        assert.equal(JSON.parse(events[0]?.payload ?? '{}').payment.status, final.status);
+        await assertLedgerBalances(lipa);
+      });
+    }
+  });
+}
 
 describe('wallet: expiry with two instances on one database', () => {
   let first: Lipa;
