@@ -17,6 +17,7 @@ import {
   type MerchantSetup,
   merchantWithPos,
   type PayerFixture,
+  payerToken,
   paymentBody,
   unique,
 } from './helpers/client.js';
@@ -751,6 +752,147 @@ describe('pages end to end in Chromium', () => {
     }
     const failed = pageErrors.filter((line) => line.includes('Failed to fetch'));
     assert.deepEqual(failed, [], 'no uncaught network error');
+  });
+
+  test('dashboard: an open payment follows its payer; a late search answer is dropped; one request per Redeliver or Revoke; a fixed field is unmarked', async () => {
+    const merchant = await merchantWithPos(lipa, { resultUrl: `${receiver.url}/follow-result` });
+    const buyer = await createPayer(lipa, { balance: 1000 });
+    const payment = await createPayment(clientFor(lipa.url, merchant), merchant, {
+      amount: 40,
+      payer: { method: 'phone', value: buyer.phone },
+    });
+    const page = await merchantContext.newPage();
+    const sent: string[] = [];
+    page.on('request', (request) => {
+      if (request.method() !== 'GET') sent.push(`${request.method()} ${new URL(request.url()).pathname}`);
+    });
+    try {
+      await page.goto(`${lipa.url}/dashboard`);
+      await signIn(page, merchant.login, merchant.password);
+      await page.getByRole('tab', { name: 'Payments' }).click();
+      await page.getByRole('button', { name: `Details of order ${payment.orderId}` }).click();
+      const fields = page.locator('#panel dl.fields');
+      await fields.getByText('Waiting for approval').waitFor();
+      assert.ok(((await fields.textContent()) ?? '').includes('Expires'), 'an open payment shows when it expires');
+
+      // The payer approves elsewhere: the open detail shows it without being reopened.
+      const approved = await call(lipa.url, 'POST', `/api/v1/wallet/payments/${payment.paymentIdentifier}/accept`, {
+        token: await payerToken(lipa, buyer),
+        body: { pin: buyer.pin },
+      });
+      assert.equal(approved.status, 200, approved.text);
+      await fields.getByText('Paid', { exact: true }).waitFor();
+      assert.ok(!((await fields.textContent()) ?? '').includes('Expires'), 'a finished payment no longer shows an expiry');
+      const redeliver = page.getByRole('button', { name: /^Redeliver evt_/ });
+      await redeliver.waitFor();
+
+      // A double click on Redeliver sends one request.
+      await redeliver.dblclick();
+      await page.getByText('Sent again.', { exact: true }).waitFor();
+      assert.deepEqual(
+        sent.filter((line) => line.endsWith('/redeliver')),
+        [`POST /api/v1/callbacks/${(await redeliver.getAttribute('aria-label'))?.slice('Redeliver '.length)}/redeliver`],
+      );
+
+      // Searches answered out of order: the list is the last one's, not the late answer's.
+      await page.getByRole('button', { name: 'Back to payments' }).click();
+      await page.route(
+        (url) => url.pathname === '/api/v1/payments' && url.searchParams.get('status') === 'paid',
+        async (route) => {
+          await sleep(1500);
+          await route.continue();
+        },
+      );
+      await page.locator('#filter-status').selectOption('paid');
+      await page.locator('#filter-status').selectOption('declined');
+      await page.getByText('No payments match.').waitFor();
+      await sleep(2000); // the answer for "paid" has come meanwhile
+      assert.equal(await page.getByText('No payments match.').count(), 1, 'the late answer did not replace the list');
+      assert.equal(await page.getByRole('button', { name: `Details of order ${payment.orderId}` }).count(), 0);
+      await page.unrouteAll();
+
+      // A double click on Revoke asks once and sends one request.
+      await page.getByRole('tab', { name: 'Signing keys' }).click();
+      let dialogs = 0;
+      page.on('dialog', (dialog) => {
+        dialogs++;
+        void dialog.accept();
+      });
+      await page.getByRole('button', { name: `Revoke ${merchant.keyId}` }).dblclick();
+      await page.getByText(`${merchant.keyId} revoked.`).waitFor();
+      await sleep(300);
+      assert.equal(dialogs, 1, 'one question');
+      assert.deepEqual(
+        sent.filter((line) => line.startsWith('DELETE')),
+        [`DELETE /api/v1/api-keys/${merchant.keyId}`],
+      );
+
+      // A field refused by one answer is unmarked once a later one accepts the form.
+      await page.getByRole('tab', { name: 'Points of sale' }).click();
+      const terminalId = unique('T-fix-');
+      await page.locator('#terminalId').fill(terminalId);
+      await page.locator('#posCompanyName').fill('Fixed Later Ltd');
+      await page.locator('#description').fill('A form fixed and sent again');
+      await page.locator('#categoryId').selectOption({ index: 1 });
+      await page.locator('#website').fill('ftp://fixed.example');
+      await page.locator('#serverUrl').fill('https://api.fixed.example');
+      await page.locator('#resultUrl').fill(`${receiver.url}/fixed`);
+      await page.getByRole('button', { name: 'Create point of sale' }).click();
+      await until('the refusal', async () => (await page.locator('#website').getAttribute('aria-invalid')) === 'true');
+      await page.locator('#website').fill('https://fixed.example');
+      await page.getByRole('button', { name: 'Create point of sale' }).click();
+      await page.getByText(`Point of sale ${terminalId} created.`).waitFor();
+      assert.equal(await page.locator('[aria-invalid]').count(), 0, 'nothing is marked invalid any more');
+    } finally {
+      await page.close();
+    }
+  });
+
+  test('wallet: a request answered elsewhere says what became of it; a merchant session is ended, not retried forever', async () => {
+    const merchant = await merchantWithPos(lipa);
+    const buyer = await createPayer(lipa, { pin: '1357', balance: 1000 });
+    const payment = await createPayment(clientFor(lipa.url, merchant), merchant, {
+      amount: 15,
+      payer: { method: 'phone', value: buyer.phone },
+    });
+    const context = await newContext(PHONE);
+    try {
+      const page = await context.newPage();
+      await page.goto(`${lipa.url}/wallet`);
+      await signIn(page, buyer.phone, buyer.pin);
+      const card = requestCard(page, payment.orderId);
+      await card.waitFor();
+      // The page's next look at its pending requests hangs, so the card stays while the
+      // payment is declined elsewhere; the approval then meets a payment already declined.
+      await page.route(
+        (url) => url.pathname === '/api/v1/wallet/payments' && url.searchParams.get('status') === 'pending',
+        () => undefined,
+      );
+      await sleep(2500);
+      const declined = await call(lipa.url, 'POST', `/api/v1/wallet/payments/${payment.paymentIdentifier}/decline`, {
+        token: await payerToken(lipa, buyer),
+      });
+      assert.equal(declined.status, 200, declined.text);
+      await card.getByLabel('Wallet PIN to approve').fill(buyer.pin);
+      await card.getByRole('button', { name: /^Approve/ }).click();
+      const outcome = await until('the outcome', async () => {
+        const text = (await page.locator('#outcome').textContent()) ?? '';
+        return text.includes('can no longer be answered') ? text : undefined;
+      });
+      assert.match(outcome, /^The request from .+ for KES 15\.00 can no longer be answered: it has been declined\.$/, outcome);
+
+      // A merchant's token in the wallet: the session is ended on the server and the page says why.
+      const other = await context.newPage();
+      await other.addInitScript(`sessionStorage.setItem('lipa.wallet.token', ${JSON.stringify(merchant.token)})`);
+      await other.goto(`${lipa.url}/wallet`);
+      await other.getByText('That is a merchant account. Merchants use /dashboard.').waitFor();
+      await until(
+        'the merchant token ended',
+        async () => (await call(lipa.url, 'GET', '/api/v1/me', { token: merchant.token })).status === 401,
+      );
+    } finally {
+      await context.close();
+    }
   });
 
   test('every page state was checked at phone width (and, with LIPA_SCREENSHOTS=1, saved at both widths)', () => {

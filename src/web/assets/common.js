@@ -58,16 +58,27 @@ export function onSubmit(form, work) {
   });
 }
 
-/** Runs `work` with the form's buttons disabled, so a double click sends one request. */
-async function whileBusy(form, work) {
-  const buttons = [...form.querySelectorAll('button')];
-  if (form.getAttribute('aria-busy') === 'true') return;
-  form.setAttribute('aria-busy', 'true');
+/** Runs `work` on each click of `button`, one at a time: a double click sends one request. */
+export function onPress(button, work) {
+  button.addEventListener('click', () => void whileBusy(button, work));
+  return button;
+}
+
+/**
+ * Runs `work` with the buttons of `node` (a form, or one button) disabled, so a double click
+ * sends one request. A form's fields marked invalid by the last answer are unmarked: this
+ * answer says afresh what is wrong, if anything.
+ */
+async function whileBusy(node, work) {
+  const buttons = node instanceof HTMLButtonElement ? [node] : [...node.querySelectorAll('button')];
+  if (node.getAttribute('aria-busy') === 'true') return;
+  node.setAttribute('aria-busy', 'true');
   for (const button of buttons) button.disabled = true;
+  if (node instanceof HTMLFormElement) for (const input of node.querySelectorAll('[aria-invalid]')) input.removeAttribute('aria-invalid');
   try {
     await work();
   } finally {
-    form.removeAttribute('aria-busy');
+    node.removeAttribute('aria-busy');
     for (const button of buttons) button.disabled = false;
   }
 }

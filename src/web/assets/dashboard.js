@@ -12,6 +12,7 @@ import {
   field,
   loginFlow,
   money,
+  onPress,
   onSubmit,
   PAYMENT_STATUS,
   problem,
@@ -300,13 +301,9 @@ function keysView({ title, path, intro, idOf, secretOf, secretLabel, extraColumn
                       'span',
                       {},
                       'Active ',
-                      el('button', {
-                        type: 'button',
-                        class: 'danger',
-                        text: 'Revoke',
-                        'aria-label': `Revoke ${idOf(k)}`,
-                        onclick: () => revoke(k),
-                      }),
+                      onPress(el('button', { type: 'button', class: 'danger', text: 'Revoke', 'aria-label': `Revoke ${idOf(k)}` }), () =>
+                        revoke(k),
+                      ),
                     ),
             },
           ],
@@ -384,6 +381,9 @@ const messagingKeysView = keysView({
 // Payments, their callbacks and redelivery
 
 const STATUSES = ['pending', 'no_user', 'paid', 'declined', 'expired'];
+/** The statuses a payment can still leave; an open payment's detail reloads itself this often. */
+const OPEN_STATUSES = ['pending', 'no_user'];
+const FOLLOW_MS = 3000;
 
 async function paymentsView(panel) {
   const statusSelect = el(
@@ -414,11 +414,15 @@ async function paymentsView(panel) {
   });
   statusSelect.addEventListener('change', () => void refresh());
 
+  /** Bumped by every search: an answer to an earlier one that comes late is dropped. */
+  let searches = 0;
   async function refresh() {
+    const search = ++searches;
     const query = new URLSearchParams({ limit: '100' });
     if (statusSelect.value) query.set('status', statusSelect.value);
     if (orderInput.value.trim()) query.set('orderId', orderInput.value.trim());
     const reply = await call('GET', `/api/v1/payments?${query}`);
+    if (search !== searches) return;
     if (reply.status !== 200) return show(listStatus, problem(reply));
     show(listStatus, `${reply.body.length} payment${reply.body.length === 1 ? '' : 's'}.`, 'muted');
     list.replaceChildren(
@@ -453,8 +457,31 @@ async function paymentsView(panel) {
     filters.hidden = true;
     listStatus.hidden = true;
     const heading = el('h3', { tabindex: '-1', text: `Payment for order ${payment.orderId}` });
+    const fields = el('div', {}, paymentFields(payment));
     const callbacks = el('div', {}, el('p', { class: 'muted', text: 'Loading callbacks…' }));
+    const detailStatus = statusLine();
+    let shown = payment;
+    const open = () => detail.contains(heading);
+    /** Reads the payment again; its fields and callbacks are redrawn when it changed, or always when asked. */
+    const reload = async ({ always }) => {
+      const query = new URLSearchParams({ orderId: shown.orderId, limit: '100' });
+      const reply = await call('GET', `/api/v1/payments?${query}`);
+      if (!open()) return;
+      if (reply.status !== 200) return show(detailStatus, errorText(reply));
+      show(detailStatus, '', '');
+      const fresh = reply.body.find((p) => p.paymentIdentifier === shown.paymentIdentifier) ?? shown;
+      const changed = fresh.status !== shown.status || fresh.updatedAt !== shown.updatedAt;
+      shown = fresh;
+      if (changed) fields.replaceChildren(paymentFields(fresh));
+      if (changed || always) await loadCallbacks(fresh, callbacks);
+    };
+    // While the payer may still answer, the detail follows the payment by itself.
+    const following = setInterval(() => {
+      if (!open() || !OPEN_STATUSES.includes(shown.status)) return clearInterval(following);
+      void reload({ always: false });
+    }, FOLLOW_MS);
     const back = async () => {
+      clearInterval(following);
       detail.replaceChildren();
       list.hidden = false;
       filters.hidden = false;
@@ -469,10 +496,16 @@ async function paymentsView(panel) {
         'div',
         { class: 'card' },
         heading,
-        paymentFields(payment),
+        fields,
         el('h4', { text: 'Callbacks' }),
         callbacks,
-        el('button', { type: 'button', class: 'secondary', text: 'Back to payments', onclick: back }),
+        el(
+          'div',
+          {},
+          el('button', { type: 'button', class: 'secondary', text: 'Back to payments', onclick: back }),
+          onPress(el('button', { type: 'button', class: 'secondary', text: 'Refresh' }), () => reload({ always: true })),
+        ),
+        detailStatus,
       ),
     );
     heading.focus();
@@ -494,13 +527,13 @@ function paymentFields(p) {
     ['Description', p.description ?? '—'],
     ['Created', when(p.createdAt)],
     ['Updated', when(p.updatedAt)],
-    ['Expires', when(p.expiresAt)],
+    OPEN_STATUSES.includes(p.status) ? ['Expires', when(p.expiresAt)] : null,
     ['Payment page', /^https?:\/\//.test(p.paymentUrl) ? el('a', { href: p.paymentUrl, text: p.paymentUrl }) : p.paymentUrl],
   ];
   return el(
     'dl',
     { class: 'fields' },
-    rows.flatMap(([term, value]) => [el('dt', { text: term }), el('dd', {}, value)]),
+    rows.filter(Boolean).flatMap(([term, value]) => [el('dt', { text: term }), el('dd', {}, value)]),
   );
 }
 
@@ -546,17 +579,12 @@ async function loadCallbacks(payment, container, after = null) {
             }),
           ),
         ),
-        el('button', {
-          type: 'button',
-          text: 'Redeliver',
-          'aria-label': `Redeliver ${event.eventId}`,
-          onclick: async () => {
-            const answer = await call('POST', `/api/v1/callbacks/${encodeURIComponent(event.eventId)}/redeliver`);
-            if (answer.status !== 202) return show(eventStatus, errorText(answer));
-            show(eventStatus, 'Sent again; refreshing…', 'notice');
-            await new Promise((resolve) => setTimeout(resolve, 1500));
-            await loadCallbacks(payment, container, event.eventId);
-          },
+        onPress(el('button', { type: 'button', text: 'Redeliver', 'aria-label': `Redeliver ${event.eventId}` }), async () => {
+          const answer = await call('POST', `/api/v1/callbacks/${encodeURIComponent(event.eventId)}/redeliver`);
+          if (answer.status !== 202) return show(eventStatus, errorText(answer));
+          show(eventStatus, 'Sent again; refreshing…', 'notice');
+          await new Promise((resolve) => setTimeout(resolve, 1500));
+          await loadCallbacks(payment, container, event.eventId);
         }),
         eventStatus,
       );
@@ -586,7 +614,7 @@ async function messagesView(panel) {
         rows: reply.body,
         columns: [
           { title: 'Sent', cell: (m) => when(m.created_at) },
-          { title: 'Type', cell: (m) => m.type },
+          { title: 'Type', cell: (m) => el('span', { class: 'nowrap', text: m.type }) },
           { title: 'To', cell: (m) => (m.type === 'sms' ? `+${m.phone?.country_code ?? ''} ${m.phone?.number ?? ''}` : m.email) },
           {
             title: 'Content',
@@ -601,7 +629,10 @@ async function messagesView(panel) {
                 m.content_type ? el('p', { class: 'hint', text: `content_type: ${m.content_type}` }) : null,
               ),
           },
-          { title: 'Status', cell: (m) => statusBadge(m.status) },
+          {
+            title: 'Status',
+            cell: (m) => el('span', {}, statusBadge(m.status), m.error ? [el('br'), el('span', { class: 'hint', text: m.error })] : null),
+          },
         ],
       }),
     );

@@ -8,6 +8,13 @@ import { $, api, el, endSession, errorText, loginFlow, money, PAYMENT_STATUS, se
 const TOKEN_KEY = 'lipa.wallet.token';
 const REFRESH_MS = 2000;
 const REASONS = { declined_by_payer: 'declined by you', insufficient_funds: 'not enough money' };
+/** What became of a request that can no longer be answered, by its status ("pending": past its expiry, not yet swept). */
+const ENDED = {
+  paid: 'it has been paid',
+  declined: 'it has been declined',
+  expired: 'it has expired',
+  pending: 'it has expired',
+};
 
 let token = session.get(TOKEN_KEY);
 let timer = null;
@@ -106,6 +113,12 @@ async function refresh() {
     if (started !== generation || !wallet || !pending || !history) return;
     if (wallet.status !== 200 || pending.status !== 200 || history.status !== 200) {
       const failed = [wallet, pending, history].find((r) => r.status !== 200);
+      if (failed.status === 403) {
+        // Not a payer's session (a merchant's): it ends here, on the server too, as the
+        // dashboard does with a payer's.
+        void endSession(token);
+        return signOut('That is a merchant account. Merchants use /dashboard.');
+      }
       setText(
         $('#connection'),
         failed.status === 0 ? 'Cannot reach Lipa. Retrying…' : `Could not refresh your wallet: ${errorText(failed)}`,
@@ -240,7 +253,7 @@ function requestCard(payment) {
         finish(`Declined: your balance is too low to pay ${amount} to ${payment.merchantName}.`, 'error');
       else finish(`You declined ${amount} to ${payment.merchantName} for order ${payment.orderId}.`, 'notice');
     } else if (reply.status === 409) {
-      finish(`The request from ${payment.merchantName} can no longer be answered: it was already answered or has expired.`, 'error');
+      finish(`The request from ${payment.merchantName} for ${amount} can no longer be answered: ${await whatBecameOf(id)}.`, 'error');
     } else if (reply.status === 403 && reply.body?.error?.code === 'invalid_pin') {
       // The API's words say how many tries are left, or that approvals are now locked.
       const said = reply.body.error.message;
@@ -250,6 +263,13 @@ function requestCard(payment) {
       show(message, errorText(reply));
       pin.focus();
     }
+  }
+
+  /** In words, what became of a payment that can no longer be answered (from the history). */
+  async function whatBecameOf(paymentId) {
+    const history = await call('GET', '/api/v1/wallet/payments');
+    const status = history?.status === 200 ? history.body.find((p) => p.paymentIdentifier === paymentId)?.status : undefined;
+    return ENDED[status] ?? 'it was already answered or has expired';
   }
 
   function finish(text, kind) {
