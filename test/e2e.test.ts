@@ -218,6 +218,15 @@ describe('pages end to end in Chromium', () => {
     assert.equal(await page.locator('#amount').textContent(), 'KES 1,500.50');
     assert.equal(await page.locator('#order').textContent(), payment.orderId);
     assert.ok(!(await page.content()).includes(payer.phone), 'the full phone never shows');
+    // The time left, counted down by the page (PAYMENT_TTL_SECONDS is 120).
+    const countdown = async () => {
+      const said = /^This request expires in (\d+):(\d\d)\.$/.exec((await page.locator('#expires').textContent()) ?? '');
+      assert.ok(said, 'the page says how long is left');
+      return Number(said[1]) * 60 + Number(said[2]);
+    };
+    const firstLeft = await countdown();
+    assert.ok(firstLeft > 90 && firstLeft <= 120, `${firstLeft} s left`);
+    await until('the countdown to move', async () => (await countdown()) < firstLeft, 5_000);
     await capture(page, 'pay-pending');
 
     // The request appears in the open wallet by itself (it refreshes every 2 s).
@@ -291,6 +300,7 @@ describe('pages end to end in Chromium', () => {
     await until('Declined on the consumer page', async () => (await page.locator('#status-badge').textContent()) === 'Declined');
     assert.equal(await page.locator('#status-text').textContent(), 'The payer declined this payment.');
     assert.match((await page.locator('#status-badge').getAttribute('class')) ?? '', /status-declined/);
+    assert.equal(await page.locator('#expires').isHidden(), true, 'no countdown once final');
     // Two more poll periods: still here, no redirect offered, and the receiver saw no landing.
     await sleep(2200);
     assert.equal(page.url(), payment.paymentUrl);

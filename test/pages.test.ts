@@ -82,16 +82,23 @@ describe('pages: /pay and /wallet', () => {
     assert.ok(reply.text.includes('aria-live="polite"'));
     assert.ok(reply.text.includes('<script type="module" src="/assets/pay.js"></script>'));
     assert.ok(reply.text.includes(`data-payment="${payment.paymentIdentifier}"`));
+    // The time left by the server's clock, for the page's countdown (PAYMENT_TTL_SECONDS is 120).
+    const renderedLeft = Number(/data-seconds-left="(\d+)"/.exec(reply.text)?.[1]);
+    assert.ok(renderedLeft > 100 && renderedLeft <= 120, `seconds left on the page: ${renderedLeft}`);
 
     const status = await call(lipa.url, 'GET', `/pay/${payment.paymentIdentifier}/status`);
     assert.equal(status.status, 200);
     assert.equal(status.headers.get('cache-control'), 'no-store');
-    assert.deepEqual(status.body, {
+    const { secondsLeft, ...rest } = status.body;
+    assert.deepEqual(rest, {
       status: 'pending',
       message: 'Check your phone to approve this payment.',
       final: false,
       redirectUrl: null,
     });
+    assert.ok(Number.isInteger(secondsLeft) && secondsLeft > 100 && secondsLeft <= renderedLeft, `secondsLeft ${secondsLeft}`);
+    const left = Math.ceil((Date.parse(payment.expiresAt) - Date.now()) / 1000);
+    assert.ok(Math.abs(secondsLeft - left) <= 1, `secondsLeft ${secondsLeft} counts to expiresAt (${left} s away)`);
   });
 
   test('a phone without a wallet is told so', async () => {
@@ -224,10 +231,12 @@ describe('pages: /pay and /wallet', () => {
       message: 'The payer declined this payment.',
       final: true,
       redirectUrl: null,
+      secondsLeft: null,
     });
     const reply = await call(lipa.url, 'GET', `/pay/${payment.paymentIdentifier}`);
     assertStrictPage(reply);
     assert.match(reply.text, /status status-declined/);
+    assert.ok(!reply.text.includes('data-seconds-left'), 'a final payment has no time left');
     assert.ok(!reply.text.includes('duka.example/thanks'), 'the success URL is not on a declined page');
   });
 

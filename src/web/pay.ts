@@ -130,10 +130,17 @@ ${p.description ? html`<dt>Description</dt><dd id="description">${p.description}
 <h2 id="status-heading">Status</h2>
 <p><span id="status-badge" class="status status-${status}">${STATUS_LABELS[status]}</span></p>
 <p id="status-text" role="status" aria-live="polite">${statusMessage(status, p.reason)}</p>
+<p id="expires" class="muted" hidden></p>
 <p id="redirect"${redirect ? '' : html` hidden`}><a id="redirect-link" href="${redirect ?? '#'}">Return to ${p.pos_company_name}</a></p>
 </section>
 <noscript><p class="muted">Reload this page to see the latest status.</p></noscript>`;
-  return page({ title: `Pay ${p.pos_company_name}`, script: 'pay.js', body, data: { payment: p.id, status } });
+  const left = secondsLeft(ctx, p, status);
+  return page({
+    title: `Pay ${p.pos_company_name}`,
+    script: 'pay.js',
+    body,
+    data: { payment: p.id, status, ...(left === null ? {} : { 'seconds-left': String(left) }) },
+  });
 }
 
 function notFoundPage(): string {
@@ -163,7 +170,15 @@ export const PayStatus = Type.Object({
   redirectUrl: Type.Union([Type.String(), Type.Null()], {
     description: 'Once paid: the successRedirectUrl with paymentIdentifier and orderId added; otherwise null',
   }),
+  secondsLeft: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], {
+    description: 'While the payment can still be answered: whole seconds until it expires, by the server clock; otherwise null',
+  }),
 });
+
+/** Whole seconds until the payment expires while it can still be answered (by the server clock, not the browser's); else null. */
+function secondsLeft(ctx: AppContext, p: Pick<PaymentTable, 'expires_at'>, status: PaymentStatus): number | null {
+  return FINAL.includes(status) ? null : Math.max(0, Math.ceil((p.expires_at - ctx.now()) / 1000));
+}
 
 /** The hosted payment page (CONTRACT §10) and the status its script polls. Public: the identifier is unguessable. */
 export function registerPayPages(app: App, ctx: AppContext): void {
@@ -207,6 +222,7 @@ export function registerPayPages(app: App, ctx: AppContext): void {
         message: statusMessage(status, payment.reason),
         final: FINAL.includes(status),
         redirectUrl: successRedirect(payment, status),
+        secondsLeft: secondsLeft(ctx, payment, status),
       };
     },
   );

@@ -15,6 +15,32 @@ const redirectLink = document.getElementById('redirect-link');
 let shown = { status: document.body.dataset.status, message: text?.textContent ?? '' };
 let failures = 0;
 
+/**
+ * How long the request can still be answered, counted down once a second from the server's
+ * last word (its clock, not this device's, which may be wrong). Not a live region: a screen
+ * reader hears the status changes, not every second.
+ */
+const expires = document.getElementById('expires');
+let deadline = null;
+function expiresIn(seconds) {
+  deadline = typeof seconds === 'number' ? performance.now() + seconds * 1000 : null;
+  tick();
+}
+function tick() {
+  if (!expires) return;
+  if (deadline === null) {
+    expires.hidden = true;
+    return;
+  }
+  const left = Math.max(0, Math.ceil((deadline - performance.now()) / 1000));
+  expires.textContent =
+    left > 0 ? `This request expires in ${Math.floor(left / 60)}:${String(left % 60).padStart(2, '0')}.` : 'This request is expiring now.';
+  expires.hidden = false;
+}
+setInterval(tick, 1000);
+const initial = document.body.dataset.secondsLeft;
+expiresIn(initial === undefined ? null : Number(initial));
+
 /** Only absolute http(s) URLs are followed (they were validated when the payment was created). */
 function safeRedirect(value) {
   if (typeof value !== 'string') return null;
@@ -48,6 +74,7 @@ async function poll() {
     failures = 0;
     connection.textContent = '';
     render(reply.body);
+    expiresIn(reply.body.secondsLeft);
     const target = reply.body.status === 'paid' ? safeRedirect(reply.body.redirectUrl) : null;
     if (target) {
       redirectLink.href = target;
@@ -59,6 +86,7 @@ async function poll() {
     if (FINAL.has(reply.body.status) || reply.body.final === true) return; // nothing more can change
   } else if (reply.status === 404) {
     text.textContent = 'This payment request no longer exists.';
+    expiresIn(null);
     return;
   } else {
     failures++;
