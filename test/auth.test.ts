@@ -1,15 +1,19 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
+import type { Payment, PaymentRequest } from '../src/client/index.js';
 import { assertError } from './helpers/assertions.js';
 import {
   admin,
   call,
+  clientFor,
   createMerchant,
   createPayer,
   lastOtpSentTo,
   merchantSession,
+  merchantWithPos,
   payerToken,
+  paymentBody,
   type Reply,
   unique,
 } from './helpers/client.js';
@@ -419,6 +423,66 @@ describe('Sessions: endpoints 1 and 2 (staging)', () => {
       assertError(await startLogin(lipa, payer.phone, wrongPin), 401, 'invalid_credentials');
     }
     assertRateLimited(await startLogin(lipa, payer.phone, payer.pin));
+  });
+});
+
+describe('Sign-ins under a flood from many addresses', () => {
+  let lipa: Lipa;
+
+  before(async () => {
+    // As if the flood came from many addresses: the per-address limit does not stop it here.
+    lipa = await startLipa({ RATE_LIMIT_AUTH_IP_PER_MIN: '1000000', RATE_LIMIT_KEY_PER_SEC: '100000' });
+  });
+  after(() => lipa.close());
+
+  test('checks beyond a short line are refused at once with 503 busy and Retry-After, uncounted; approvals have their own line', async () => {
+    // A payment waiting for its payer, to approve in the middle of the flood.
+    const shop = await merchantWithPos(lipa);
+    const payer = await createPayer(lipa, { balance: 100 });
+    const payerSession = await payerToken(lipa, payer);
+    const created = await clientFor(lipa.url, shop).createPayment(
+      paymentBody(shop, { amount: 5, payer: { method: 'phone', value: payer.phone } }) as PaymentRequest,
+    );
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    const paymentId = (created.body as Payment).paymentIdentifier;
+
+    // Each an scrypt (unknown logins too), far more at once than the line holds.
+    const logins = Array.from({ length: 150 }, () => `${unique('flood')}@nowhere.example`);
+    const flood = logins.map((login) => startLogin(lipa, login, 'not-the-password'));
+    const approval = call(lipa.url, 'POST', `/api/v1/wallet/payments/${paymentId}/accept`, {
+      token: payerSession,
+      body: { pin: payer.pin },
+    });
+    const replies = await Promise.all(flood);
+    const busy = replies.filter((r) => r.status === 503);
+    for (const reply of busy) {
+      assertError(reply, 503, 'busy');
+      assert.equal(reply.headers.get('retry-after'), '1');
+    }
+    const judged = replies.filter((r) => r.status !== 503);
+    for (const reply of judged) assertError(reply, 401, 'invalid_credentials');
+    assert.ok(busy.length > 0, 'the line is short: most of the flood is refused at once');
+    assert.ok(judged.length > 0, 'the line still serves');
+    const approved = await approval;
+    assert.equal(approved.status, 200, `an approval is not held up by sign-ins: ${approved.text}`);
+    assert.deepEqual(approved.body, { status: 'paid' });
+
+    // A refused try judged nothing, so it does not count towards its login's lockout.
+    const counted = await lipa.ctx.store.db
+      .selectFrom('auth_throttle')
+      .select('key')
+      .where(
+        'key',
+        'in',
+        logins.map((login) => `login:${login}`),
+      )
+      .where('count', '>', 0)
+      .execute();
+    assert.equal(counted.length, judged.length, 'only the judged tries are counted');
+
+    // Once the flood has passed, signing in works.
+    const merchant = await createMerchant(lipa);
+    assert.equal((await startLogin(lipa, merchant.login, merchant.password)).status, 200);
   });
 });
 

@@ -765,7 +765,9 @@ if (ON_POSTGRES) {
 
     /** Resolves once `count` statements of this database wait on a lock. */
     async function waitersOnLock(locker: pg.Client, count: number): Promise<void> {
-      for (let tries = 0; tries < 200; tries++) {
+      // Generous: on a busy machine (other test files run alongside) the accept's PIN check
+      // can take seconds before its update reaches the lock.
+      for (let tries = 0; tries < 1200; tries++) {
         const { rows } = await locker.query(
           "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'",
         );

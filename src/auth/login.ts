@@ -2,7 +2,7 @@ import { randomInt, randomUUID } from 'node:crypto';
 import type { AppContext } from '../context.js';
 import type { Audience } from '../db/schema.js';
 import { AppError } from '../http/errors.js';
-import { DUMMY_PASSWORD_HASH, verifyPassword } from '../security/passwords.js';
+import { DUMMY_PASSWORD_HASH, SIGN_IN_CHECKS, verifyPassword } from '../security/passwords.js';
 import { deriveKey } from '../security/secret-box.js';
 import { hmacHex } from '../security/tokens.js';
 import { findSubject, normaliseLogin } from './subjects.js';
@@ -27,11 +27,17 @@ export function hashOtp(ctx: AppContext, login: string, otp: string): string {
  */
 export async function startLogin(ctx: AppContext, input: { login: string; password: string }, audience: Audience) {
   const login = normaliseLogin(input.login);
-  await countLoginAttempt(ctx, login);
+  const countedIn = await countLoginAttempt(ctx, login);
   const subject = await findSubject(ctx, login);
   const admitted = subject !== undefined && (audience === 'main' || subject.type === 'payer');
   // Unknown logins pay the same scrypt cost as wrong passwords.
-  const passwordOk = await verifyPassword(input.password, admitted ? subject.secretHash : await DUMMY_PASSWORD_HASH);
+  const passwordOk = await verifyPassword(input.password, admitted ? subject.secretHash : await DUMMY_PASSWORD_HASH, SIGN_IN_CHECKS).catch(
+    async (error: unknown) => {
+      // Refused unchecked (503 busy): no guess was judged, so none counts towards a lockout.
+      if (error instanceof AppError && error.code === 'busy') await forgiveLoginAttempt(ctx, login, countedIn);
+      throw error;
+    },
+  );
   if (!admitted || !passwordOk) throw invalidCredentials();
   await forgiveLoginAttempt(ctx, login);
   if (audience === 'main') {

@@ -42,6 +42,7 @@ const STATUS = {
   not_ready: 503,
   stopping: 503,
   database_unavailable: 503,
+  busy: 503,
 } as const satisfies Record<string, number>;
 
 export type ErrorCode = keyof typeof STATUS;

@@ -1,5 +1,6 @@
 import { randomBytes, scrypt as scryptCallback, timingSafeEqual } from 'node:crypto';
 import { promisify } from 'node:util';
+import { AppError } from '../http/errors.js';
 
 const scrypt = promisify(scryptCallback) as (
   password: string,
@@ -20,7 +21,52 @@ export async function hashPassword(password: string): Promise<string> {
   return ['scrypt', PARAMS.N, PARAMS.r, PARAMS.p, salt.toString('base64url'), hash.toString('base64url')].join('$');
 }
 
-export async function verifyPassword(password: string, stored: string): Promise<boolean> {
+/**
+ * A share of libuv's thread pool for one kind of check. scrypt runs on that pool (4 threads),
+ * which DNS lookups and file work share; a flood of logins (each one an scrypt, unknown
+ * logins included) would otherwise queue without bound in front of everything else: a
+ * legitimate login, a payer's approval, a callback's DNS lookup. Each lane runs at most
+ * `threads` checks at once and keeps at most `waiting` in line; beyond that a check is
+ * refused at once with `503 busy` and Retry-After, rather than waiting seconds behind the
+ * flood. Per process, like the pool itself.
+ */
+export class HashLane {
+  #running = 0;
+  readonly #line: Array<() => void> = [];
+
+  constructor(
+    private readonly threads: number,
+    private readonly waiting: number,
+  ) {}
+
+  async run<T>(work: () => Promise<T>): Promise<T> {
+    if (this.#running < this.threads) this.#running++;
+    else if (this.#line.length >= this.waiting) {
+      throw new AppError('busy', 'Too many sign-ins and approvals are being checked right now; retry in a second.', undefined, {
+        'Retry-After': '1',
+      });
+    } else await new Promise<void>((resolve) => this.#line.push(resolve));
+    try {
+      return await work();
+    } finally {
+      // The place passes straight to the next in line, if any.
+      const next = this.#line.shift();
+      if (next) next();
+      else this.#running--;
+    }
+  }
+}
+
+/** Passwords and PINs checked at sign-in (endpoint 1, both listeners): anyone can send these. */
+export const SIGN_IN_CHECKS = new HashLane(2, 32);
+/** PINs checked to approve a payment: only signed-in payers send these. */
+export const APPROVAL_CHECKS = new HashLane(2, 64);
+
+export async function verifyPassword(password: string, stored: string, lane: HashLane): Promise<boolean> {
+  return lane.run(() => verifyScrypt(password, stored));
+}
+
+async function verifyScrypt(password: string, stored: string): Promise<boolean> {
   const [scheme, n, r, p, salt, hash] = stored.split('$');
   if (scheme !== 'scrypt' || !salt || !hash) return false;
   const expected = Buffer.from(hash, 'base64url');

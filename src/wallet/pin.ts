@@ -1,7 +1,7 @@
 import { sql } from 'kysely';
 import type { AppContext } from '../context.js';
 import { AppError } from '../http/errors.js';
-import { verifyPassword } from '../security/passwords.js';
+import { APPROVAL_CHECKS, verifyPassword } from '../security/passwords.js';
 
 /** After this many wrong PINs in a row, approving payments is locked for PIN_LOCK_MS. */
 export const MAX_PIN_FAILURES = 5;
@@ -44,7 +44,7 @@ async function checkPin(ctx: AppContext, payerId: string, pin: string): Promise<
     .where('id', '=', payerId)
     .executeTakeFirstOrThrow();
   if (payer.pin_locked_until > ctx.now()) throw await locked(ctx, payerId);
-  const right = await verifyPassword(pin, payer.pin_hash);
+  const right = await verifyPassword(pin, payer.pin_hash, APPROVAL_CHECKS);
   const now = ctx.now();
   const lockUntil = now + PIN_LOCK_MS;
   const reachesLimit = sql<boolean>`pin_failures + 1 >= ${MAX_PIN_FAILURES}`;
