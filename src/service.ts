@@ -49,6 +49,14 @@ export async function main(): Promise<(signal: string) => Promise<void>> {
     // Mail servers check the sender's domain (SPF, DMARC): lipa.local has none.
     log.warn({ from: config.smtpFrom }, 'production without SMTP_FROM: email goes out from a domain that does not exist');
   }
+  if (config.env === 'production' && config.publicBaseUrl !== null && config.trustProxy.length === 0) {
+    // PUBLIC_BASE_URL says a proxy is in front: without TRUST_PROXY every client has its
+    // address, so one client's bad tokens or logins lock out the operator's and everyone's.
+    log.warn(
+      { publicBaseUrl: config.publicBaseUrl },
+      'production with PUBLIC_BASE_URL but without TRUST_PROXY: behind a proxy every client shares its per-IP limits and lockouts',
+    );
+  }
   if (config.adminTokenGenerated) {
     // Staging convenience (CONTRACT §1): the generated operator token, outside the JSON log.
     process.stderr.write(`lipa: ADMIN_TOKEN for this run: ${config.adminToken}\n`);

@@ -290,7 +290,7 @@ describe('the service process', () => {
     assert.deepEqual(said.slice(-3), ['lipa started', 'draining', 'stopped'], `started, then drained: ${JSON.stringify(said)}`);
   });
 
-  test('production warns, once at start, of a channel with no transport and of a sender domain that does not exist', async () => {
+  test('production warns, once at start, of a channel with no transport, of a sender domain that does not exist, and of a proxy not trusted', async () => {
     const database = await freshDatabase();
     databases.push(database);
     const port = await freePort();
@@ -302,6 +302,7 @@ describe('the service process', () => {
         PORT: String(port),
         DATABASE_URL: database.url,
         SMTP_URL: 'smtp://127.0.0.1:9',
+        PUBLIC_BASE_URL: 'https://pay.duka.example',
         LOG_LEVEL: 'warn',
       },
       'stdout',
@@ -309,7 +310,7 @@ describe('the service process', () => {
     try {
       await waitUntilUp(`http://127.0.0.1:${port}`, launched.child);
       // The warnings follow the start: the service may answer before they are written.
-      for (let i = 0; i < 100 && !launched.output().includes('SMTP_FROM'); i++) await new Promise((r) => setTimeout(r, 50));
+      for (let i = 0; i < 100 && !launched.output().includes('TRUST_PROXY'); i++) await new Promise((r) => setTimeout(r, 50));
       const warnings = launched
         .output()
         .trim()
@@ -320,6 +321,10 @@ describe('the service process', () => {
         [
           [40, 'production without SMTP_URL or SMPP_URL: login codes of that channel reach no one'],
           [40, 'production without SMTP_FROM: email goes out from a domain that does not exist'],
+          [
+            40,
+            'production with PUBLIC_BASE_URL but without TRUST_PROXY: behind a proxy every client shares its per-IP limits and lockouts',
+          ],
         ],
       );
       assert.equal(warnings[0]?.smpp, false);
