@@ -1,7 +1,19 @@
 import assert from 'node:assert/strict';
+import { createHmac, randomBytes, scryptSync } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
-import { call, createPayer, lastOtpSentTo, login, merchantSession, payerToken } from './helpers/client.js';
+import type { PaymentRequest } from '../src/client/index.js';
+import {
+  call,
+  clientFor,
+  createPayer,
+  lastOtpSentTo,
+  login,
+  merchantSession,
+  merchantWithPos,
+  payerToken,
+  paymentBody,
+} from './helpers/client.js';
 import { ADMIN_TOKEN, type Lipa, ON_POSTGRES, startLipa } from './helpers/harness.js';
 
 /** Every text value of every table, read straight from the database. */
@@ -72,5 +84,57 @@ describe('secrets never rest in clear text, nor reach the logs', () => {
     const requestLines = lipa.logs.map((line) => JSON.parse(line)).filter((entry) => entry.req);
     assert.ok(requestLines.length > 0);
     for (const entry of requestLines) assert.equal(typeof entry.reqId, 'string');
+  });
+});
+
+describe('passwords and PINs are hashed with a pepper from LIPA_MASTER_KEY', () => {
+  let lipa: Lipa;
+
+  before(async () => {
+    lipa = await startLipa();
+  });
+  after(() => lipa.close());
+
+  const scryptOf = (secret: string | Buffer, salt: string) =>
+    scryptSync(secret, Buffer.from(salt, 'base64url'), 32, { N: 32768, r: 8, p: 1, maxmem: 64 * 1024 * 1024 }).toString('base64url');
+  const pinHashOf = async (payerId: string) =>
+    (await lipa.ctx.store.db.selectFrom('payers').select('pin_hash').where('id', '=', payerId).executeTakeFirstOrThrow()).pin_hash;
+
+  test('the database alone cannot test a guess: scrypt of the PIN is not what is stored', async () => {
+    const payer = await createPayer(lipa, { pin: '4826' });
+    const [scheme, n, r, p, salt = '', hash] = (await pinHashOf(payer.payerId)).split('$');
+    assert.deepEqual([scheme, n, r, p], ['scrypt-hmac', '32768', '8', '1']);
+    assert.notEqual(scryptOf(payer.pin, salt), hash, 'the right PIN, without the pepper, does not match');
+    const pepper = createHmac('sha256', lipa.ctx.config.masterKey).update('lipa/password-pepper').digest();
+    assert.equal(scryptOf(createHmac('sha256', pepper).update(payer.pin).digest(), salt), hash, 'with it, it does');
+  });
+
+  test('a hash of the earlier scheme (scrypt of the PIN) still signs in and approves, and is replaced at its first use', async () => {
+    for (const use of ['sign-in', 'approval'] as const) {
+      const payer = await createPayer(lipa, { pin: '7391', balance: 10 });
+      const token = use === 'approval' ? await payerToken(lipa, payer) : '';
+      const salt = randomBytes(16).toString('base64url');
+      const legacy = ['scrypt', 32768, 8, 1, salt, scryptOf(payer.pin, salt)].join('$');
+      await lipa.ctx.store.db.updateTable('payers').set({ pin_hash: legacy }).where('id', '=', payer.payerId).execute();
+      if (use === 'sign-in') {
+        const wrong = await call(lipa.url, 'POST', '/api/v1/authorization', { body: { login: payer.phone, password: '0000' } });
+        assert.equal(wrong.status, 401, wrong.text);
+        assert.equal(await pinHashOf(payer.payerId), legacy, 'a wrong PIN replaces nothing');
+        await payerToken(lipa, payer);
+      } else {
+        const shop = await merchantWithPos(lipa);
+        const created = await clientFor(lipa.url, shop).createPayment(
+          paymentBody(shop, { amount: 1, payer: { method: 'phone', value: payer.phone } }) as PaymentRequest,
+        );
+        assert.equal(created.status, 201, JSON.stringify(created.body));
+        const paymentId = (created.body as { paymentIdentifier: string }).paymentIdentifier;
+        const accepted = await call(lipa.url, 'POST', `/api/v1/wallet/payments/${paymentId}/accept`, { token, body: { pin: payer.pin } });
+        assert.equal(accepted.status, 200, accepted.text);
+      }
+      const upgraded = await pinHashOf(payer.payerId);
+      assert.match(upgraded, /^scrypt-hmac\$/, `${use}: replaced by the peppered scheme`);
+      // And the new hash works.
+      await payerToken(lipa, payer);
+    }
   });
 });

@@ -2,10 +2,10 @@ import { randomInt, randomUUID } from 'node:crypto';
 import type { AppContext } from '../context.js';
 import type { Audience } from '../db/schema.js';
 import { AppError } from '../http/errors.js';
-import { DUMMY_PASSWORD_HASH, SIGN_IN_CHECKS, verifyPassword } from '../security/passwords.js';
+import { DUMMY_PASSWORD_HASH, pepperOf, SIGN_IN_CHECKS, verifyPassword } from '../security/passwords.js';
 import { deriveKey } from '../security/secret-box.js';
 import { hmacHex } from '../security/tokens.js';
-import { findSubject, normaliseLogin } from './subjects.js';
+import { findSubject, normaliseLogin, upgradeSecretHash } from './subjects.js';
 import { countLoginAttempt, forgiveLoginAttempt } from './throttle.js';
 
 export const OTP_TTL_SECONDS = 300;
@@ -31,15 +31,19 @@ export async function startLogin(ctx: AppContext, input: { login: string; passwo
   const subject = await findSubject(ctx, login);
   const admitted = subject !== undefined && (audience === 'main' || subject.type === 'payer');
   // Unknown logins pay the same scrypt cost as wrong passwords.
-  const passwordOk = await verifyPassword(input.password, admitted ? subject.secretHash : await DUMMY_PASSWORD_HASH, SIGN_IN_CHECKS).catch(
-    async (error: unknown) => {
-      // Refused unchecked (503 busy): no guess was judged, so none counts towards a lockout.
-      if (error instanceof AppError && error.code === 'busy') await forgiveLoginAttempt(ctx, login, countedIn);
-      throw error;
-    },
-  );
+  const passwordOk = await verifyPassword(
+    input.password,
+    admitted ? subject.secretHash : await DUMMY_PASSWORD_HASH,
+    SIGN_IN_CHECKS,
+    pepperOf(ctx),
+  ).catch(async (error: unknown) => {
+    // Refused unchecked (503 busy): no guess was judged, so none counts towards a lockout.
+    if (error instanceof AppError && error.code === 'busy') await forgiveLoginAttempt(ctx, login, countedIn);
+    throw error;
+  });
   if (!admitted || !passwordOk) throw invalidCredentials();
   await forgiveLoginAttempt(ctx, login);
+  await upgradeSecretHash(ctx, subject.type, subject.id, input.password, subject.secretHash);
   if (audience === 'main') {
     const otp = String(randomInt(0, 1_000_000)).padStart(6, '0');
     const now = ctx.now();

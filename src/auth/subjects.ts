@@ -1,5 +1,6 @@
 import type { AppContext } from '../context.js';
 import type { SubjectType } from '../db/schema.js';
+import { hashPassword, pepperOf, stale } from '../security/passwords.js';
 
 export interface Subject {
   type: SubjectType;
@@ -29,4 +30,18 @@ export async function findSubject(ctx: AppContext, login: string): Promise<Subje
     return payer && { type: 'payer', id: payer.id, login, secretHash: payer.pin_hash };
   }
   return undefined;
+}
+
+/**
+ * Replaces a password or PIN hash of an older scheme (passwords.ts) once its secret has just
+ * been checked right; conditional, so a hash changed meanwhile is left as it is.
+ */
+export async function upgradeSecretHash(ctx: AppContext, type: SubjectType, id: string, secret: string, stored: string): Promise<void> {
+  if (!stale(stored)) return;
+  const fresh = await hashPassword(secret, pepperOf(ctx));
+  await ctx.store.write((tx) =>
+    type === 'merchant'
+      ? tx.updateTable('merchants').set({ password_hash: fresh }).where('id', '=', id).where('password_hash', '=', stored).execute()
+      : tx.updateTable('payers').set({ pin_hash: fresh }).where('id', '=', id).where('pin_hash', '=', stored).execute(),
+  );
 }

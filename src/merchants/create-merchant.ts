@@ -4,7 +4,7 @@ import { isUniqueViolation } from '../db/database.js';
 import { AppError, assertText, FieldChecks, validationError } from '../http/errors.js';
 import { openAccount } from '../ledger/ledger.js';
 import { isSendableAddress } from '../messaging/address.js';
-import { hashPassword } from '../security/passwords.js';
+import { hashPassword, pepperOf } from '../security/passwords.js';
 
 export interface NewMerchant {
   login: string;
@@ -22,7 +22,7 @@ export async function createMerchant(ctx: AppContext, input: NewMerchant) {
   });
   checks.run(() => assertText('name', input.name, 'name'));
   checks.done();
-  const passwordHash = await hashPassword(input.password);
+  const passwordHash = await hashPassword(input.password, pepperOf(ctx));
   const id = randomUUID();
   const now = ctx.now();
   try {

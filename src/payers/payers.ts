@@ -10,7 +10,7 @@ import { isoTime } from '../http/time.js';
 import { accountId, balanceOf, openAccount, postDeposit } from '../ledger/ledger.js';
 import { CURRENCY, fromMinorUnits, MAX_DEPOSIT, toMinorUnits } from '../ledger/money.js';
 import { movePayment } from '../payments/transitions.js';
-import { hashPassword } from '../security/passwords.js';
+import { hashPassword, pepperOf } from '../security/passwords.js';
 import { paymentPrompt } from '../wallet/prompt.js';
 import { testPayerOf } from '../wallet/staging-payers.js';
 
@@ -55,7 +55,7 @@ export async function createPayer(ctx: AppContext, input: NewPayer) {
   checks.run(() => assertText('name', input.name, 'name'));
   checks.done();
   const opening = input.balance === undefined || input.balance === 0 ? 0 : toMinorUnits('balance', input.balance, MAX_DEPOSIT);
-  const pinHash = await hashPassword(input.pin);
+  const pinHash = await hashPassword(input.pin, pepperOf(ctx));
   const id = randomUUID();
   const now = ctx.now();
   try {

@@ -1,9 +1,11 @@
-import { randomBytes, scrypt as scryptCallback, timingSafeEqual } from 'node:crypto';
+import { createHmac, randomBytes, scrypt as scryptCallback, timingSafeEqual } from 'node:crypto';
 import { promisify } from 'node:util';
+import type { AppContext } from '../context.js';
 import { AppError } from '../http/errors.js';
+import { deriveKey } from './secret-box.js';
 
 const scrypt = promisify(scryptCallback) as (
-  password: string,
+  password: string | Buffer,
   salt: Buffer,
   keylen: number,
   options: { N: number; r: number; p: number; maxmem: number },
@@ -14,11 +16,41 @@ const scrypt = promisify(scryptCallback) as (
 const PARAMS = { N: 32768, r: 8, p: 1, maxmem: 64 * 1024 * 1024 };
 const KEY_LENGTH = 32;
 
-/** Hashes a password or PIN as `scrypt$N$r$p$salt$hash` (base64url). */
-export async function hashPassword(password: string): Promise<string> {
+/**
+ * Hashes are `scrypt-hmac$N$r$p$salt$hash` (base64url): scrypt of the HMAC-SHA256 of the
+ * password or PIN under a key derived from LIPA_MASTER_KEY (a pepper). A PIN has at most a
+ * million values, so scrypt alone would let whoever copies the database (or a backup) try
+ * them all in hours; without the master key, which is not in the database, they cannot try
+ * one. `scrypt$…` (scrypt of the text itself) is what versions before this one wrote: it
+ * still verifies, and is replaced at the next successful check (see `stale`).
+ */
+const SCHEME = 'scrypt-hmac';
+const LEGACY_SCHEME = 'scrypt';
+
+/** The pepper of a service: its master key's, derived once. */
+const peppers = new WeakMap<Buffer, Buffer>();
+export function pepperOf(ctx: Pick<AppContext, 'config'>): Buffer {
+  const masterKey = ctx.config.masterKey;
+  let pepper = peppers.get(masterKey);
+  if (pepper === undefined) {
+    pepper = deriveKey(masterKey, 'password-pepper');
+    peppers.set(masterKey, pepper);
+  }
+  return pepper;
+}
+
+const peppered = (secret: string, pepper: Buffer) => createHmac('sha256', pepper).update(secret).digest();
+
+/** Hashes a password or PIN (see SCHEME). */
+export async function hashPassword(secret: string, pepper: Buffer): Promise<string> {
   const salt = randomBytes(16);
-  const hash = await scrypt(password, salt, KEY_LENGTH, PARAMS);
-  return ['scrypt', PARAMS.N, PARAMS.r, PARAMS.p, salt.toString('base64url'), hash.toString('base64url')].join('$');
+  const hash = await scrypt(peppered(secret, pepper), salt, KEY_LENGTH, PARAMS);
+  return [SCHEME, PARAMS.N, PARAMS.r, PARAMS.p, salt.toString('base64url'), hash.toString('base64url')].join('$');
+}
+
+/** Whether a stored hash is of an older scheme, to be replaced once its secret is known right. */
+export function stale(stored: string): boolean {
+  return stored.startsWith(`${LEGACY_SCHEME}$`);
 }
 
 /**
@@ -62,15 +94,15 @@ export const SIGN_IN_CHECKS = new HashLane(2, 32);
 /** PINs checked to approve a payment: only signed-in payers send these. */
 export const APPROVAL_CHECKS = new HashLane(2, 64);
 
-export async function verifyPassword(password: string, stored: string, lane: HashLane): Promise<boolean> {
-  return lane.run(() => verifyScrypt(password, stored));
+export async function verifyPassword(secret: string, stored: string, lane: HashLane, pepper: Buffer): Promise<boolean> {
+  return lane.run(() => verifyScrypt(secret, stored, pepper));
 }
 
-async function verifyScrypt(password: string, stored: string): Promise<boolean> {
+async function verifyScrypt(secret: string, stored: string, pepper: Buffer): Promise<boolean> {
   const [scheme, n, r, p, salt, hash] = stored.split('$');
-  if (scheme !== 'scrypt' || !salt || !hash) return false;
+  if ((scheme !== SCHEME && scheme !== LEGACY_SCHEME) || !salt || !hash) return false;
   const expected = Buffer.from(hash, 'base64url');
-  const actual = await scrypt(password, Buffer.from(salt, 'base64url'), expected.length, {
+  const actual = await scrypt(scheme === SCHEME ? peppered(secret, pepper) : secret, Buffer.from(salt, 'base64url'), expected.length, {
     N: Number(n),
     r: Number(r),
     p: Number(p),
@@ -83,4 +115,4 @@ async function verifyScrypt(password: string, stored: string): Promise<boolean> 
  * A hash to verify against when the login is unknown, so that an unknown login costs the
  * same scrypt work as a wrong password and the two cannot be told apart by timing.
  */
-export const DUMMY_PASSWORD_HASH = hashPassword(randomBytes(16).toString('hex'));
+export const DUMMY_PASSWORD_HASH = hashPassword(randomBytes(16).toString('hex'), randomBytes(32));

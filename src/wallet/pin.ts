@@ -1,7 +1,8 @@
 import { sql } from 'kysely';
+import { upgradeSecretHash } from '../auth/subjects.js';
 import type { AppContext } from '../context.js';
 import { AppError } from '../http/errors.js';
-import { APPROVAL_CHECKS, verifyPassword } from '../security/passwords.js';
+import { APPROVAL_CHECKS, pepperOf, verifyPassword } from '../security/passwords.js';
 
 /** After this many wrong PINs in a row, approving payments is locked for PIN_LOCK_MS. */
 export const MAX_PIN_FAILURES = 5;
@@ -44,7 +45,7 @@ async function checkPin(ctx: AppContext, payerId: string, pin: string): Promise<
     .where('id', '=', payerId)
     .executeTakeFirstOrThrow();
   if (payer.pin_locked_until > ctx.now()) throw await locked(ctx, payerId);
-  const right = await verifyPassword(pin, payer.pin_hash, APPROVAL_CHECKS);
+  const right = await verifyPassword(pin, payer.pin_hash, APPROVAL_CHECKS, pepperOf(ctx));
   const now = ctx.now();
   const lockUntil = now + PIN_LOCK_MS;
   const reachesLimit = sql<boolean>`pin_failures + 1 >= ${MAX_PIN_FAILURES}`;
@@ -66,7 +67,7 @@ async function checkPin(ctx: AppContext, payerId: string, pin: string): Promise<
   );
   // Locked meanwhile (by guesses judged alongside): no verdict, right or wrong.
   if (!recorded) throw await locked(ctx, payerId);
-  if (right) return;
+  if (right) return upgradeSecretHash(ctx, 'payer', payerId, pin, payer.pin_hash);
   if (recorded.pin_locked_until > now) throw new AppError('invalid_pin', 'Wrong PIN; approvals are now locked for 15 minutes.');
   const left = MAX_PIN_FAILURES - recorded.pin_failures;
   // The payer is warned before the lock, not only once it has fallen.

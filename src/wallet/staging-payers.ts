@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { AppContext } from '../context.js';
 import { CASH_IN_OWNER, openAccount } from '../ledger/ledger.js';
-import { hashPassword } from '../security/passwords.js';
+import { hashPassword, pepperOf } from '../security/passwords.js';
 import { settlePayment } from './settle.js';
 
 interface TestPayer {
@@ -36,7 +36,7 @@ export async function ensureStagingPayers(ctx: AppContext): Promise<void> {
   const missing = Object.keys(TEST_PAYERS).filter((phone) => !existing.some((p) => p.phone === phone));
   if (missing.length === 0) return;
   // Nobody knows their PIN: they answer through the simulator, not the wallet API.
-  const pinHash = await hashPassword(randomBytes(16).toString('hex'));
+  const pinHash = await hashPassword(randomBytes(16).toString('hex'), pepperOf(ctx));
   const now = ctx.now();
   await ctx.store.write(async (tx) => {
     for (const phone of missing) {
