@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { buildApp } from '../src/app.js';
+import { REDELIVERIES_PER_SECOND } from '../src/callbacks/routes.js';
 import { deliverDueCallbacks, MAX_ATTEMPTS, MAX_DELAY_MS, stopCallbacks, UNFINISHED } from '../src/callbacks/worker.js';
 import { type LipaClient, type Payment, verifyCallback } from '../src/client/index.js';
 import { ConfigError, loadConfig } from '../src/config.js';
@@ -539,6 +540,32 @@ describe('callback delivery: retries, back-off, redelivery, body and signature',
     } finally {
       await receiver.close();
       await slow.close();
+    }
+  });
+
+  test(`at most ${REDELIVERIES_PER_SECOND} redeliveries a second per merchant: then 429 with Retry-After, and nothing more is sent`, async () => {
+    const receiver = await startReceiver();
+    try {
+      const merchant = await merchantWithPos(lipa);
+      const payment = await pay(clientFor(lipa.url, merchant), merchant, `${receiver.url}/cb`);
+      const { event } = await waitForDelivery(lipa.url, merchant.token, payment.paymentIdentifier, `${receiver.url}/cb`, (d) =>
+        ['delivered'].includes(d.status),
+      );
+      const asked = await Promise.all(
+        Array.from({ length: REDELIVERIES_PER_SECOND + 5 }, () =>
+          call(lipa.url, 'POST', `/api/v1/callbacks/${event.eventId}/redeliver`, { token: merchant.token }),
+        ),
+      );
+      assert.equal(asked.filter((r) => r.status === 202).length, REDELIVERIES_PER_SECOND, asked.map((r) => r.status).join(','));
+      for (const refused of asked.filter((r) => r.status !== 202)) {
+        assertError(refused, 429, 'rate_limited');
+        assert.match(refused.headers.get('retry-after') ?? '', /^[1-9][0-9]*$/);
+      }
+      // Another merchant has a limit of its own.
+      const other = await merchantWithPos(lipa);
+      assertError(await call(lipa.url, 'POST', '/api/v1/callbacks/evt_nope/redeliver', { token: other.token }), 404, 'not_found');
+    } finally {
+      await receiver.close();
     }
   });
 
