@@ -444,6 +444,51 @@ describe("a merchant's backlog larger than the worker holds at once", () => {
   });
 });
 
+describe('a flood of payment prompts to a paced SMSC', () => {
+  test('a login code overtakes the prompts already waiting: claimed first, and first in line for the bind', async () => {
+    const peer = await startSmppPeer();
+    // Five submit_sm a second: 40 prompts take 8 s to go out.
+    const lipa = await startLipa({ SMPP_URL: peer.url, SMPP_THROUGHPUT: '5' });
+    try {
+      const now = Date.now();
+      await lipa.ctx.store.write(async (tx) => {
+        for (let i = 0; i < 40; i++) {
+          await lipa.ctx.messenger.enqueue(
+            tx,
+            {
+              merchant_id: null,
+              messaging_key_id: null,
+              purpose: 'payment_prompt',
+              type: 'sms',
+              email: null,
+              subject: null,
+              content_type: null,
+              phone_country_code: '254',
+              phone_number: `7330${String(i).padStart(5, '0')}`,
+              content: `Lipa: prompt ${i}`,
+              segments: 1,
+            },
+            now,
+            false,
+          );
+        }
+      });
+      await peer.waitFor(2, 5_000);
+      const payer = await createPayer(lipa);
+      const started = await call(lipa.url, 'POST', '/api/v1/authorization', { body: { login: payer.phone, password: payer.pin } });
+      assert.equal(started.status, 200, started.text);
+      await until('the login code at the SMSC', () => peer.submitted.some((s) => s.destination === payer.phone), 5_000);
+      const at = peer.submitted.findIndex((s) => s.destination === payer.phone);
+      // Behind at most the prompts already on the wire or through the gate when it came, never behind the 40.
+      assert.ok(at <= 6, `the login code went out as submit ${at + 1}, after ${at} prompts`);
+      assert.ok(peer.submitted.length < 40, 'prompts were still waiting');
+    } finally {
+      await lipa.close();
+      await peer.close();
+    }
+  });
+});
+
 describe('stopping while submits are on the wire', () => {
   test('the stop waits for the SMSC to answer each submit_sm: each is recorded sent, none left to be sent again', async () => {
     const database = await freshDatabase();

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { type Compilable, CompiledQuery, sql } from 'kysely';
+import { dueLoginCodes } from '../src/messaging/messenger.js';
 import { keptReceiptsMatched } from '../src/messaging/receipts.js';
 import { OPEN_WORK } from '../src/ops/metrics.js';
 import { payersQuery } from '../src/payers/payers.js';
@@ -69,6 +70,18 @@ describe('query plans: no scan of a table that grows', () => {
         terminalOrder,
         'payments_terminal_order',
       );
+  });
+
+  test('the login codes due, which the messaging worker claims first: in their own index', async () => {
+    for (const busy of [[], ['msg_1', 'msg_2']]) {
+      const plan = await assertIndexed(
+        dueLoginCodes(suite.store.db, Date.now(), busy, 64),
+        'messages',
+        'messages_due_codes',
+        'messages_due_codes',
+      );
+      if (!ON_POSTGRES) assert.doesNotMatch(plan, /TEMP B-TREE/, 'walked in order, not sorted');
+    }
   });
 
   test("a payer's payments (the wallet): all, or of one status, found by the payer's phone", async () => {

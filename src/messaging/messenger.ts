@@ -49,6 +49,23 @@ const MAX_IN_FLIGHT = 512;
 /** The service's own messages claimed a tick (10 ticks a second), on top of MAX_IN_FLIGHT. */
 const OWN_PER_TICK = 64;
 
+/**
+ * Queued login codes due at `now`, oldest first, but those in `busy`: in their own small index
+ * (messages_due_codes; the status and purpose written out, so that the planners see it fits).
+ */
+export function dueLoginCodes(db: Tx, now: number, busy: readonly string[], limit: number) {
+  return db
+    .selectFrom('messages')
+    .select('id')
+    .where('status', '=', sql.lit('queued'))
+    .where('purpose', '=', sql.lit('otp'))
+    .where('next_attempt_at', '<=', now)
+    .where('locked_until', '<=', now)
+    .$if(busy.length > 0, (query) => query.where('id', 'not in', [...busy]))
+    .orderBy('next_attempt_at')
+    .limit(limit);
+}
+
 export type NewMessage = Omit<
   MessageTable,
   | 'id'
@@ -220,7 +237,11 @@ export class Messenger implements Notifier {
         if (busy.length > 0) query = query.where('id', 'not in', busy);
         return claimingRead(this.store.dialect, query.orderBy('next_attempt_at').limit(limit)).execute();
       };
-      const ids = new Set((await due(true, OWN_PER_TICK)).map((d) => d.id));
+      // Login codes before the service's other messages (their own small index): a flood of
+      // payment prompts, which a merchant can cause, does not hold up anybody's sign-in.
+      const codes = await claimingRead(this.store.dialect, dueLoginCodes(tx, now, busy, OWN_PER_TICK)).execute();
+      const ids = new Set(codes.map((d) => d.id));
+      for (const d of await due(true, OWN_PER_TICK)) ids.add(d.id);
       if (room > ids.size) for (const d of await due(false, Math.min(room - ids.size, 256))) ids.add(d.id);
       if (ids.size === 0) return [];
       return tx
@@ -232,8 +253,10 @@ export class Messenger implements Notifier {
         .returningAll()
         .execute();
     });
-    // Own first: the transports take sends in the order given, within their lanes.
-    claimed.sort((a, b) => Number(a.merchant_id !== null) - Number(b.merchant_id !== null));
+    // Login codes, then the service's other messages, first: the transports take sends in the
+    // order given, within their lanes.
+    const rank = (m: MessageTable) => (holdsCode(m.purpose) ? 0 : m.merchant_id === null ? 1 : 2);
+    claimed.sort((a, b) => rank(a) - rank(b));
     for (const message of claimed) {
       void this.sendClaimed(message).catch((err: unknown) =>
         this.log.error({ err, messageId: message.id }, 'message attempt not recorded'),
@@ -425,6 +448,7 @@ export class Messenger implements Notifier {
         content: this.textOf(message),
         createdAt: message.created_at,
         urgent: message.merchant_id === null,
+        first: holdsCode(message.purpose),
         notAfter,
       });
     }
@@ -436,6 +460,7 @@ export class Messenger implements Notifier {
       number: message.phone_number ?? '',
       content: this.textOf(message),
       urgent: message.merchant_id === null,
+      first: holdsCode(message.purpose),
       notAfter,
       throttledBefore: message.last_error?.includes('ESME_RTHROTTLED') === true,
     });

@@ -8,6 +8,7 @@ import * as m006 from './006_early_receipts.js';
 import * as m007 from './007_ledger_append_only.js';
 import * as m008 from './008_own_messages_due.js';
 import * as m009 from './009_scale_indexes.js';
+import * as m010 from './010_login_codes_due.js';
 
 /** Every migration, in order. Names never change once released. */
 export const migrations: Record<string, Migration> = {
@@ -20,4 +21,5 @@ export const migrations: Record<string, Migration> = {
   '007_ledger_append_only': m007,
   '008_own_messages_due': m008,
   '009_scale_indexes': m009,
+  '010_login_codes_due': m010,
 };

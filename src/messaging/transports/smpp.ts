@@ -294,7 +294,7 @@ export class SmppTransport implements SmsTransport {
     // after it, it refuses this number, not the bind (throttling by rate refuses all that come
     // after too): it goes back to the worker, retried with back-off, holding up nobody.
     let throttledAs: ThrottledSendError | null = null;
-    let place = this.#slotWaiters.place();
+    let place = this.#slotWaiters.place(message.first === true);
     let bindDeadline: number | null = null;
     let woken = false;
     const inLine = async (why: string): Promise<void> => {
@@ -344,7 +344,7 @@ export class SmppTransport implements SmsTransport {
           // The bind pauses and it waits: the first time in its place, after that (or when its
           // last try was throttled too) at the back of its lane, so that the others show
           // whether the SMSC takes anything.
-          if (throttledAs !== null || message.throttledBefore === true) place = this.#slotWaiters.place();
+          if (throttledAs !== null || message.throttledBefore === true) place = this.#slotWaiters.place(message.first === true);
           throttledAs = error;
         }
       }

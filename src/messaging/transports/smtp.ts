@@ -256,7 +256,7 @@ export class SmtpTransport implements EmailTransport {
     };
     let info: SMTPPoolSentMessageInfo;
     const urgent = message.urgent === true;
-    await this.#slot(urgent, message.notAfter);
+    await this.#slot(urgent, message.notAfter, message.first === true);
     try {
       info = await this.#mailer.sendMail(mail);
     } catch (error) {
@@ -289,7 +289,7 @@ export class SmtpTransport implements EmailTransport {
   }
 
   /** Waits for a free connection; the service's own messages are handed one first, and have one kept for them. */
-  async #slot(urgent: boolean, notAfter: number | undefined): Promise<void> {
+  async #slot(urgent: boolean, notAfter: number | undefined, first: boolean): Promise<void> {
     if (this.#closed) throw new TransportClosedError('SMTP transport');
     if (this.#active < this.#poolSize && (urgent || this.#merchantActive < this.#merchantMax)) {
       this.#take(urgent);
@@ -297,7 +297,7 @@ export class SmtpTransport implements EmailTransport {
     }
     // A slot is handed over by the send that frees it (#release), counted for this send already.
     const budget = waitBudget(notAfter, this.#slotWaitMs);
-    const how = await this.#waiting.wait(urgent, budget.ms);
+    const how = await this.#waiting.wait(urgent, budget.ms, this.#waiting.place(first));
     if (how === 'timeout') throw new TransientSendError(`no free connection to ${this.#where} ${budget.ranOut}`);
     if (this.#closed) {
       // Closed meanwhile: a slot handed over before close() goes back (close() waits for the

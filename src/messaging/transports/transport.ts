@@ -15,6 +15,8 @@ export interface OutboundEmail {
   createdAt: number;
   /** The service's own message: it goes first (see OutboundSms.urgent). */
   urgent?: boolean;
+  /** A login code: before the service's other messages too (see OutboundSms.first). */
+  first?: boolean;
   /** Epoch ms after which it is no longer worth sending: the transport waits for a place no longer. */
   notAfter?: number;
 }
@@ -32,6 +34,11 @@ export interface OutboundSms {
    * backlog to a slow server cannot keep anybody from logging in or paying.
    */
   urgent?: boolean;
+  /**
+   * A login code (urgent too): it waits in front of the service's other messages, so that a
+   * flood of payment prompts (a merchant can cause one) cannot keep anybody from signing in.
+   */
+  first?: boolean;
   /** Epoch ms after which it is no longer worth sending: the transport waits for a place or its turn no longer. */
   notAfter?: number;
   /**
@@ -119,6 +126,9 @@ interface InLine {
   wake: (how: 'handed' | 'look') => void;
 }
 
+/** How far in front the first places are: more than any process hands out. */
+const FIRST_PLACES = 2 ** 52;
+
 /**
  * Sends waiting for a free slot of a transport (an SMTP connection, an SMPP window place),
  * the service's own messages first (OutboundSms.urgent), each lane in order of arrival: a
@@ -129,6 +139,7 @@ export class SlotQueue {
   readonly #urgent: InLine[] = [];
   readonly #other: InLine[] = [];
   #places = 0;
+  #firstPlaces = 0;
 
   /** How many wait. */
   get size(): number {
@@ -143,9 +154,12 @@ export class SlotQueue {
     return !urgent && firstOther !== undefined && firstOther.place < place;
   }
 
-  /** A place in line, after every place handed out so far. */
-  place(): number {
-    return ++this.#places;
+  /**
+   * A place in line, after every place handed out so far; a `first` one (a login code) after
+   * every first place so far but before every other (its lane is still its own).
+   */
+  place(first = false): number {
+    return first ? ++this.#firstPlaces - FIRST_PLACES : ++this.#places;
   }
 
   /**
