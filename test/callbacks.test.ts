@@ -552,11 +552,14 @@ describe('callback delivery: retries, back-off, redelivery, body and signature',
         ['delivered'].includes(d.status),
       );
       const asked = await Promise.all(
-        Array.from({ length: REDELIVERIES_PER_SECOND + 5 }, () =>
+        Array.from({ length: 3 * REDELIVERIES_PER_SECOND }, () =>
           call(lipa.url, 'POST', `/api/v1/callbacks/${event.eventId}/redeliver`, { token: merchant.token }),
         ),
       );
-      assert.equal(asked.filter((r) => r.status === 202).length, REDELIVERIES_PER_SECOND, asked.map((r) => r.status).join(','));
+      // Sent at once, they are judged within a second or, on a slow machine, two: the limit's
+      // windows are a second long and start at their first request.
+      const taken = asked.filter((r) => r.status === 202).length;
+      assert.ok(taken >= REDELIVERIES_PER_SECOND && taken <= 2 * REDELIVERIES_PER_SECOND, asked.map((r) => r.status).join(','));
       for (const refused of asked.filter((r) => r.status !== 202)) {
         assertError(refused, 429, 'rate_limited');
         assert.match(refused.headers.get('retry-after') ?? '', /^[1-9][0-9]*$/);

@@ -570,7 +570,8 @@ describe('signed requests: every check of CONTRACT §5, each its own 403', () =>
     for (const [path, body, status, code] of [
       [CREATE, '{"amount": ', 422, 'invalid_json'],
       [CREATE, createBody({ amount: -1 }), 422, 'validation_failed'],
-      [STATUS, JSON.stringify({ paymentIdentifier: `${paymentId}-none` }), 404, 'not_found'],
+      // An unknown terminal (a status request's 404 records its nonce in its own unit instead).
+      [CREATE, createBody({ terminalId: unique('T-none-') }), 404, 'not_found'],
     ] as const) {
       const headers = signedHeaders(lipa.url, key, { path, body });
       const replies = await Promise.all(Array.from({ length: 10 }, () => post(lipa.url, path, headers, body)));

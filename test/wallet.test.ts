@@ -768,6 +768,9 @@ if (ON_POSTGRES) {
       // Generous: on a busy machine (other test files run alongside) the accept's PIN check
       // can take seconds before its update reaches the lock.
       for (let tries = 0; tries < 1200; tries++) {
+        // Inside the locker's transaction the activity view is a snapshot taken at its first
+        // read: a connection the pool opened since would stay unseen. Read it afresh each time.
+        await locker.query('select pg_stat_clear_snapshot()');
         const { rows } = await locker.query(
           "select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'",
         );

@@ -2,10 +2,10 @@ import { randomInt, randomUUID } from 'node:crypto';
 import type { AppContext } from '../context.js';
 import type { Audience } from '../db/schema.js';
 import { AppError } from '../http/errors.js';
-import { DUMMY_PASSWORD_HASH, pepperOf, SIGN_IN_CHECKS, verifyPassword } from '../security/passwords.js';
+import { DUMMY_PASSWORD_HASH, MOCK_SIGN_IN_CHECKS, pepperOf, SIGN_IN_CHECKS, verifyPassword } from '../security/passwords.js';
 import { deriveKey } from '../security/secret-box.js';
 import { hmacHex } from '../security/tokens.js';
-import { findSubject, normaliseLogin, upgradeSecretHash } from './subjects.js';
+import { findSubject, normaliseLogin, type Subject, upgradeSecretHash } from './subjects.js';
 import { countLoginAttempt, forgiveLoginAttempt } from './throttle.js';
 
 export const OTP_TTL_SECONDS = 300;
@@ -21,28 +21,34 @@ export function hashOtp(ctx: AppContext, login: string, otp: string): string {
 }
 
 /**
+ * The login and password of endpoint 1, judged: the subject, or 401 (and the attempt counted).
+ * A place in the sign-in lane comes first: refused (503 busy), the request did nothing else.
+ */
+async function checkCredentials(ctx: AppContext, login: string, password: string, audience: Audience): Promise<Subject> {
+  const place = (audience === 'main' ? SIGN_IN_CHECKS : MOCK_SIGN_IN_CHECKS).admit();
+  try {
+    await countLoginAttempt(ctx, login);
+    const subject = await findSubject(ctx, login);
+    const admitted = subject !== undefined && (audience === 'main' || subject.type === 'payer');
+    // Unknown logins pay the same scrypt cost as wrong passwords.
+    const hash = admitted ? subject.secretHash : await DUMMY_PASSWORD_HASH;
+    const passwordOk = await verifyPassword(password, hash, place, pepperOf(ctx));
+    if (!admitted || !passwordOk) throw invalidCredentials();
+    await forgiveLoginAttempt(ctx, login);
+    return subject;
+  } finally {
+    place.done();
+  }
+}
+
+/**
  * Endpoint 1: checks login and password, then issues a fresh OTP (replacing any earlier
  * one) and sends it: by email to a merchant, by SMS to a payer. The mock environment checks
  * the credentials of payers only and sends nothing (its OTP is the static test OTP).
  */
 export async function startLogin(ctx: AppContext, input: { login: string; password: string }, audience: Audience) {
   const login = normaliseLogin(input.login);
-  const countedIn = await countLoginAttempt(ctx, login);
-  const subject = await findSubject(ctx, login);
-  const admitted = subject !== undefined && (audience === 'main' || subject.type === 'payer');
-  // Unknown logins pay the same scrypt cost as wrong passwords.
-  const passwordOk = await verifyPassword(
-    input.password,
-    admitted ? subject.secretHash : await DUMMY_PASSWORD_HASH,
-    SIGN_IN_CHECKS,
-    pepperOf(ctx),
-  ).catch(async (error: unknown) => {
-    // Refused unchecked (503 busy): no guess was judged, so none counts towards a lockout.
-    if (error instanceof AppError && error.code === 'busy') await forgiveLoginAttempt(ctx, login, countedIn);
-    throw error;
-  });
-  if (!admitted || !passwordOk) throw invalidCredentials();
-  await forgiveLoginAttempt(ctx, login);
+  const subject = await checkCredentials(ctx, login, input.password, audience);
   await upgradeSecretHash(ctx, subject.type, subject.id, input.password, subject.secretHash);
   if (audience === 'main') {
     const otp = String(randomInt(0, 1_000_000)).padStart(6, '0');

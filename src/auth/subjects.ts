@@ -34,14 +34,24 @@ export async function findSubject(ctx: AppContext, login: string): Promise<Subje
 
 /**
  * Replaces a password or PIN hash of an older scheme (passwords.ts) once its secret has just
- * been checked right; conditional, so a hash changed meanwhile is left as it is.
+ * been checked right; conditional, so a hash changed meanwhile is left as it is. Best effort:
+ * a failure is logged and tried again at the next use, never the sign-in's or approval's
+ * failure. (Its scrypt is outside the lanes: once per account, after a right secret.)
  */
 export async function upgradeSecretHash(ctx: AppContext, type: SubjectType, id: string, secret: string, stored: string): Promise<void> {
   if (!stale(stored)) return;
-  const fresh = await hashPassword(secret, pepperOf(ctx));
-  await ctx.store.write((tx) =>
-    type === 'merchant'
-      ? tx.updateTable('merchants').set({ password_hash: fresh }).where('id', '=', id).where('password_hash', '=', stored).execute()
-      : tx.updateTable('payers').set({ pin_hash: fresh }).where('id', '=', id).where('pin_hash', '=', stored).execute(),
-  );
+  try {
+    const fresh = await hashPassword(secret, pepperOf(ctx));
+    const [table, column] = type === 'merchant' ? (['merchants', 'password_hash'] as const) : (['payers', 'pin_hash'] as const);
+    await ctx.store.write((tx) =>
+      tx
+        .updateTable(table)
+        .set({ [column]: fresh })
+        .where('id', '=', id)
+        .where(column, '=', stored)
+        .execute(),
+    );
+  } catch (err) {
+    ctx.log.warn({ err, subject: type }, 'could not replace an old password or PIN hash; it is tried again at the next sign-in');
+  }
 }

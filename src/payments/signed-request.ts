@@ -183,18 +183,26 @@ export function signedRequests(ctx: AppContext) {
 
 const nonceReused = () => refuse('nonce_reused', 'This X-Service-Nonce was already used with this key.');
 
-/**
- * Records the request's nonce inside the operation's transaction; of two concurrent uses
- * of one nonce, exactly one gets past this. Call it first in the unit.
- */
-export async function consumeNonce(tx: Tx, signer: Signer): Promise<void> {
+/** Records the request's nonce: false when it was there already (used by a concurrent copy). */
+async function insertNonce(tx: Tx, signer: Signer): Promise<boolean> {
   const inserted = await hotQuery(tx, 'signed-request.consume-nonce', [signer.keyId, signer.nonce, signer.nonceExpiresAt], () =>
     tx
       .insertInto('nonces')
       .values({ key_id: signer.keyId, nonce: signer.nonce, expires_at: signer.nonceExpiresAt })
       .onConflict((oc) => oc.columns(['key_id', 'nonce']).doNothing()),
   );
-  if (Number(inserted.numAffectedRows ?? 0n) !== 1) throw nonceReused();
+  return Number(inserted.numAffectedRows ?? 0n) === 1;
+}
+
+/**
+ * Records the request's nonce inside the operation's transaction; of two concurrent uses
+ * of one nonce, exactly one gets past this. Call it first in the unit.
+ */
+export async function consumeNonce(tx: Tx, signer: Signer): Promise<void> {
+  if (await insertNonce(tx, signer)) return;
+  // Another copy has it: nothing more to record for this one (recordUnusedNonce).
+  signer.nonceRecorded = true;
+  throw nonceReused();
 }
 
 /**
@@ -202,7 +210,9 @@ export async function consumeNonce(tx: Tx, signer: Signer): Promise<void> {
  * was invalid, the terminal unknown, …), record it before the answer leaves, so that every
  * request that passed the signature check has used up its nonce by the time anyone can
  * see its outcome. Of concurrent copies of such a request, the one that records the nonce
- * keeps its answer and the others are what they are, replays: `403 nonce_reused`.
+ * keeps its answer and the others are what they are, replays: `403 nonce_reused`. A failure
+ * on our side (5xx) keeps its answer: the nonce found there may be the request's own, from a
+ * commit whose outcome was lost (a 503 says to retry; a 403 would say it was a replay).
  */
 export function recordUnusedNonce(ctx: AppContext) {
   // A callback hook: on the common path (nonce already recorded) it costs no promise.
@@ -213,17 +223,11 @@ export function recordUnusedNonce(ctx: AppContext) {
       return;
     }
     ctx.store
-      .write((tx) =>
-        tx
-          .insertInto('nonces')
-          .values({ key_id: signer.keyId, nonce: signer.nonce, expires_at: signer.nonceExpiresAt })
-          .onConflict((oc) => oc.columns(['key_id', 'nonce']).doNothing())
-          .executeTakeFirst(),
-      )
+      .write((tx) => insertNonce(tx, signer))
       .then(
         (inserted) => {
           signer.nonceRecorded = true;
-          if (Number(inserted?.numInsertedOrUpdatedRows ?? 1n) !== 0) return done(null, payload);
+          if (inserted || reply.statusCode >= 500) return done(null, payload);
           reply.removeHeader('retry-after');
           reply.code(403).type('application/json; charset=utf-8');
           done(null, JSON.stringify(errorBody(nonceReused(), String(request.id))));

@@ -58,11 +58,13 @@ export function stale(stored: string): boolean {
  * which DNS lookups and file work share; a flood of logins (each one an scrypt, unknown
  * logins included) would otherwise queue without bound in front of everything else: a
  * legitimate login, a payer's approval, a callback's DNS lookup. Each lane runs at most
- * `threads` checks at once and keeps at most `waiting` in line; beyond that a check is
+ * `threads` checks at once and admits at most `waiting` more; beyond that a request is
  * refused at once with `503 busy` and Retry-After, rather than waiting seconds behind the
  * flood. Per process, like the pool itself.
  */
 export class HashLane {
+  /** Places taken: checks running, in line, or not yet asked for by their request. */
+  #admitted = 0;
   #running = 0;
   readonly #line: Array<() => void> = [];
 
@@ -71,17 +73,36 @@ export class HashLane {
     private readonly waiting: number,
   ) {}
 
-  async run<T>(work: () => Promise<T>): Promise<T> {
-    if (this.#running < this.threads) this.#running++;
-    else if (this.#line.length >= this.waiting) {
+  /**
+   * Takes a place, first thing, so that a refusal costs the request nothing else (no count
+   * towards a lockout, no read): `503 busy` when every place is taken. `done()` gives it back
+   * and must be called once the request is through with it, whatever happened.
+   */
+  admit(): LanePlace {
+    if (this.#admitted >= this.threads + this.waiting) {
       throw new AppError('busy', 'Too many sign-ins and approvals are being checked right now; retry in a second.', undefined, {
         'Retry-After': '1',
       });
-    } else await new Promise<void>((resolve) => this.#line.push(resolve));
+    }
+    this.#admitted++;
+    let given = false;
+    return {
+      check: (work) => this.#run(work),
+      done: () => {
+        if (given) return;
+        given = true;
+        this.#admitted--;
+      },
+    };
+  }
+
+  async #run<T>(work: () => Promise<T>): Promise<T> {
+    if (this.#running < this.threads) this.#running++;
+    else await new Promise<void>((resolve) => this.#line.push(resolve));
     try {
       return await work();
     } finally {
-      // The place passes straight to the next in line, if any.
+      // The thread passes straight to the next in line, if any.
       const next = this.#line.shift();
       if (next) next();
       else this.#running--;
@@ -89,13 +110,23 @@ export class HashLane {
   }
 }
 
-/** Passwords and PINs checked at sign-in (endpoint 1, both listeners): anyone can send these. */
+/** A request's place in a HashLane. */
+export interface LanePlace {
+  /** Runs the check when a thread of the lane is free. */
+  check<T>(work: () => Promise<T>): Promise<T>;
+  done(): void;
+}
+
+/** Passwords and PINs checked at sign-in (endpoint 1 of the main listener): anyone can send these. */
 export const SIGN_IN_CHECKS = new HashLane(2, 32);
+/** The same on the mock environment's listener (staging load tests), apart: they cannot crowd out real sign-ins. */
+export const MOCK_SIGN_IN_CHECKS = new HashLane(1, 32);
 /** PINs checked to approve a payment: only signed-in payers send these. */
 export const APPROVAL_CHECKS = new HashLane(2, 64);
 
-export async function verifyPassword(secret: string, stored: string, lane: HashLane, pepper: Buffer): Promise<boolean> {
-  return lane.run(() => verifyScrypt(secret, stored, pepper));
+/** Checks a password or PIN against its stored hash, in the thread the request's lane place gives it. */
+export async function verifyPassword(secret: string, stored: string, place: LanePlace, pepper: Buffer): Promise<boolean> {
+  return place.check(() => verifyScrypt(secret, stored, pepper));
 }
 
 async function verifyScrypt(secret: string, stored: string, pepper: Buffer): Promise<boolean> {

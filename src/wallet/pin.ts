@@ -2,7 +2,7 @@ import { sql } from 'kysely';
 import { upgradeSecretHash } from '../auth/subjects.js';
 import type { AppContext } from '../context.js';
 import { AppError } from '../http/errors.js';
-import { APPROVAL_CHECKS, pepperOf, verifyPassword } from '../security/passwords.js';
+import { APPROVAL_CHECKS, type LanePlace, pepperOf, verifyPassword } from '../security/passwords.js';
 
 /** After this many wrong PINs in a row, approving payments is locked for PIN_LOCK_MS. */
 export const MAX_PIN_FAILURES = 5;
@@ -34,18 +34,24 @@ function oneAtATime<T>(key: string, task: () => Promise<T>): Promise<T> {
  * and no state is left half-written. The checks of one payer still run one at a time in a
  * process, so that parallel guesses do not each cost an scrypt while the lock falls.
  */
-export function assertPin(ctx: AppContext, payerId: string, pin: string): Promise<void> {
-  return oneAtATime(payerId, () => checkPin(ctx, payerId, pin));
+export async function assertPin(ctx: AppContext, payerId: string, pin: string): Promise<void> {
+  // A place in the approval lane first: refused (503 busy), nothing was read or written.
+  const place = APPROVAL_CHECKS.admit();
+  try {
+    await oneAtATime(payerId, () => checkPin(ctx, payerId, pin, place));
+  } finally {
+    place.done();
+  }
 }
 
-async function checkPin(ctx: AppContext, payerId: string, pin: string): Promise<void> {
+async function checkPin(ctx: AppContext, payerId: string, pin: string, place: LanePlace): Promise<void> {
   const payer = await ctx.store.db
     .selectFrom('payers')
     .select(['pin_hash', 'pin_locked_until'])
     .where('id', '=', payerId)
     .executeTakeFirstOrThrow();
   if (payer.pin_locked_until > ctx.now()) throw await locked(ctx, payerId);
-  const right = await verifyPassword(pin, payer.pin_hash, APPROVAL_CHECKS, pepperOf(ctx));
+  const right = await verifyPassword(pin, payer.pin_hash, place, pepperOf(ctx));
   const now = ctx.now();
   const lockUntil = now + PIN_LOCK_MS;
   const reachesLimit = sql<boolean>`pin_failures + 1 >= ${MAX_PIN_FAILURES}`;

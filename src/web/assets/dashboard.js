@@ -463,10 +463,13 @@ async function paymentsView(panel) {
     let shown = payment;
     const open = () => detail.contains(heading);
     /** Reads the payment again; its fields and callbacks are redrawn when it changed, or always when asked. */
+    /** Bumped by every reload: an answer to an earlier one that comes late is dropped. */
+    let reloads = 0;
     const reload = async ({ always }) => {
+      const asked = ++reloads;
       const query = new URLSearchParams({ orderId: shown.orderId, limit: '100' });
       const reply = await call('GET', `/api/v1/payments?${query}`);
-      if (!open()) return;
+      if (!open() || asked !== reloads) return;
       if (reply.status !== 200) return show(detailStatus, errorText(reply));
       show(detailStatus, '', '');
       const fresh = reply.body.find((p) => p.paymentIdentifier === shown.paymentIdentifier) ?? shown;

@@ -23,7 +23,13 @@ let failures = 0;
 const expires = document.getElementById('expires');
 let deadline = null;
 function expiresIn(seconds) {
-  deadline = typeof seconds === 'number' ? performance.now() + seconds * 1000 : null;
+  if (typeof seconds !== 'number') deadline = null;
+  else {
+    // The server counts whole seconds, rounded up: a deadline within a second of the one
+    // kept is the same deadline, kept, so that the count neither sticks nor skips.
+    const told = performance.now() + seconds * 1000;
+    if (deadline === null || told < deadline - 1000 || told > deadline + 1000) deadline = told;
+  }
   tick();
 }
 function tick() {
