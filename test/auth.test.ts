@@ -484,6 +484,31 @@ describe('Sign-ins under a flood from many addresses', () => {
     const merchant = await createMerchant(lipa);
     assert.equal((await startLogin(lipa, merchant.login, merchant.password)).status, 200);
   });
+
+  test("one payer's approvals sent by the dozen take turns and hold one place in line: another payer is not turned away", async () => {
+    const shop = await merchantWithPos(lipa);
+    const [eager, other] = [await createPayer(lipa, { balance: 100 }), await createPayer(lipa, { balance: 100 })];
+    const eagerSession = await payerToken(lipa, eager);
+    const otherSession = await payerToken(lipa, other);
+    const created = await clientFor(lipa.url, shop).createPayment(
+      paymentBody(shop, { amount: 5, payer: { method: 'phone', value: other.phone } }) as PaymentRequest,
+    );
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    // More at once than the approval line holds, each a PIN check (then 404: no such payment).
+    const burst = Array.from({ length: 70 }, () =>
+      call(lipa.url, 'POST', '/api/v1/wallet/payments/pay_000000000000000000000000/accept', {
+        token: eagerSession,
+        body: { pin: eager.pin },
+      }),
+    );
+    await new Promise((r) => setTimeout(r, 200));
+    const approved = await call(lipa.url, 'POST', `/api/v1/wallet/payments/${(created.body as Payment).paymentIdentifier}/accept`, {
+      token: otherSession,
+      body: { pin: other.pin },
+    });
+    assert.equal(approved.status, 200, approved.text);
+    for (const reply of await Promise.all(burst)) assertError(reply, 404, 'not_found');
+  });
 });
 
 describe('Sessions in production', () => {

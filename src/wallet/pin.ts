@@ -34,14 +34,17 @@ function oneAtATime<T>(key: string, task: () => Promise<T>): Promise<T> {
  * and no state is left half-written. The checks of one payer still run one at a time in a
  * process, so that parallel guesses do not each cost an scrypt while the lock falls.
  */
-export async function assertPin(ctx: AppContext, payerId: string, pin: string): Promise<void> {
-  // A place in the approval lane first: refused (503 busy), nothing was read or written.
-  const place = APPROVAL_CHECKS.admit();
-  try {
-    await oneAtATime(payerId, () => checkPin(ctx, payerId, pin, place));
-  } finally {
-    place.done();
-  }
+export function assertPin(ctx: AppContext, payerId: string, pin: string): Promise<void> {
+  return oneAtATime(payerId, async () => {
+    // A place in the approval lane, at the payer's turn (one payer's parallel tries hold at
+    // most one place): refused (503 busy), nothing was read or written.
+    const place = APPROVAL_CHECKS.admit();
+    try {
+      await checkPin(ctx, payerId, pin, place);
+    } finally {
+      place.done();
+    }
+  });
 }
 
 async function checkPin(ctx: AppContext, payerId: string, pin: string, place: LanePlace): Promise<void> {
