@@ -7,8 +7,9 @@ import type { AppError } from '../src/http/errors.js';
 import { WindowLimiter } from '../src/http/rate-limit.js';
 import { accountId, balanceOf, CASH_IN_OWNER, checkLedger } from '../src/ledger/ledger.js';
 import { assertError, assertIso } from './helpers/assertions.js';
-import { admin, call, createMerchant, createPayer, login, unique, uniquePhone } from './helpers/client.js';
-import { ADMIN_TOKEN, freshDatabase, type Lipa, startLipa } from './helpers/harness.js';
+import { admin, call, clientFor, createMerchant, createPayer, login, merchantWithPos, unique, uniquePhone } from './helpers/client.js';
+import { ADMIN_TOKEN, freshDatabase, type Lipa, STAGING_OTP, startLipa } from './helpers/harness.js';
+import { send, sms } from './helpers/messaging.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const ROOT = new URL('..', import.meta.url).pathname;
@@ -459,6 +460,85 @@ describe('operator API (CONTRACT §2)', () => {
   });
 });
 
+describe('suspending a merchant', () => {
+  let lipa: Lipa;
+  before(async () => {
+    lipa = await startLipa();
+  });
+  after(() => lipa.close());
+
+  const standing = (merchantId: string, action: 'suspend' | 'reinstate') =>
+    admin(lipa, 'POST', `/api/v1/admin/merchants/${encodeURIComponent(merchantId)}/${action}`);
+
+  test('revokes its keys, ends its sessions and sign-in under way, refuses its right password with 403; reinstating lets it sign in', async () => {
+    const merchant = await merchantWithPos(lipa);
+    const client = clientFor(lipa.url, merchant);
+    const messagingKey = (await call(lipa.url, 'POST', '/api/v1/messaging-keys', { token: merchant.token, body: {} })).body.apiKey;
+    assert.equal((await send(lipa, messagingKey, sms())).status, 201);
+    // A sign-in under way: its code was sent, not yet confirmed.
+    assert.equal(
+      (await call(lipa.url, 'POST', '/api/v1/authorization', { body: { login: merchant.login, password: merchant.password } })).status,
+      200,
+    );
+
+    const suspended = await standing(merchant.merchantId, 'suspend');
+    assert.equal(suspended.status, 200, suspended.text);
+    assert.deepEqual(Object.keys(suspended.body).sort(), ['login', 'merchantId', 'name', 'suspendedAt']);
+    assertIso(suspended.body.suspendedAt);
+
+    assertError(await call(lipa.url, 'GET', '/api/v1/me', { token: merchant.token }), 401, 'unauthorized');
+    const status = await client.paymentStatus('pay_000000000000000000000000');
+    assert.equal(status.status, 403, JSON.stringify(status.body));
+    assert.equal((status.body as { error: { code: string } }).error.code, 'unknown_key');
+    const refusedSms = await send(lipa, messagingKey, sms());
+    assert.equal(refusedSms.status, 401, refusedSms.text);
+    assertError(
+      await call(lipa.url, 'POST', '/api/v1/authorization/confirm', { body: { login: merchant.login, otp: STAGING_OTP } }),
+      401,
+      'invalid_otp',
+    );
+    // The right password is told why; a wrong one learns nothing new.
+    assertError(
+      await call(lipa.url, 'POST', '/api/v1/authorization', { body: { login: merchant.login, password: merchant.password } }),
+      403,
+      'account_suspended',
+    );
+    assertError(
+      await call(lipa.url, 'POST', '/api/v1/authorization', { body: { login: merchant.login, password: 'not-the-password' } }),
+      401,
+      'invalid_credentials',
+    );
+    const listed = (await admin(lipa, 'GET', '/api/v1/admin/merchants?limit=200')).body.find(
+      (m: { merchantId: string }) => m.merchantId === merchant.merchantId,
+    );
+    assert.equal(listed.suspendedAt, suspended.body.suspendedAt);
+    // Again: the same answer, the first suspension's time kept.
+    assert.deepEqual((await standing(merchant.merchantId, 'suspend')).body, suspended.body);
+
+    const reinstated = await standing(merchant.merchantId, 'reinstate');
+    assert.equal(reinstated.status, 200, reinstated.text);
+    assert.equal(reinstated.body.suspendedAt, null);
+    const token = await login(lipa, merchant.login, merchant.password);
+    assert.equal((await call(lipa.url, 'GET', '/api/v1/me', { token })).status, 200);
+    // Its old keys stay revoked: it makes new ones.
+    assert.equal((await client.paymentStatus('pay_000000000000000000000000')).status, 403);
+    const fresh = await call(lipa.url, 'POST', '/api/v1/api-keys', { token, body: {} });
+    assert.equal(fresh.status, 201, fresh.text);
+  });
+
+  test('an unknown merchant is 404; without the operator token 401, and nothing changes', async () => {
+    for (const action of ['suspend', 'reinstate'] as const) {
+      assertError(await standing('no-such-merchant', action), 404, 'not_found');
+    }
+    const merchant = await createMerchant(lipa);
+    assertError(await call(lipa.url, 'POST', `/api/v1/admin/merchants/${merchant.merchantId}/suspend`), 401, 'unauthorized');
+    assert.equal(
+      (await call(lipa.url, 'POST', '/api/v1/authorization', { body: { login: merchant.login, password: merchant.password } })).status,
+      200,
+    );
+  });
+});
+
 describe('ledger after payers and deposits', () => {
   let lipa: Lipa;
   before(async () => {
@@ -647,6 +727,18 @@ describe('operator CLI', () => {
     await assert.rejects(refusedRun, refused(/the first line of standard input is over 1024 characters/));
     const merchants = (await admin(lipa, 'GET', '/api/v1/admin/merchants?limit=200')).body as { login: string }[];
     assert.ok(!merchants.some((m) => m.login === endless), 'nothing created');
+  });
+
+  test('merchant suspend and reinstate print what the operator API answers; the merchant is refused, then let in', async () => {
+    const merchant = await createMerchant(lipa);
+    const suspended = JSON.parse((await cli(['merchant', 'suspend', '--id', merchant.merchantId])).stdout);
+    assert.equal(suspended.merchantId, merchant.merchantId);
+    assertIso(suspended.suspendedAt);
+    const signIn = () => call(lipa.url, 'POST', '/api/v1/authorization', { body: { login: merchant.login, password: merchant.password } });
+    assertError(await signIn(), 403, 'account_suspended');
+    assert.equal(JSON.parse((await cli(['merchant', 'reinstate', '--id', merchant.merchantId])).stdout).suspendedAt, null);
+    assert.equal((await signIn()).status, 200);
+    await assert.rejects(cli(['merchant', 'suspend']), refused(/--id is required/));
   });
 
   test('merchant list, payer list and outbox print what the operator API answers', async () => {

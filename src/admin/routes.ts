@@ -6,6 +6,7 @@ import { adminAuth, errors } from '../http/schemas.js';
 import type { App } from '../http/types.js';
 import { createMerchant } from '../merchants/create-merchant.js';
 import { listMerchants } from '../merchants/list-merchants.js';
+import { reinstateMerchant, suspendMerchant } from '../merchants/suspension.js';
 import { listOutbox } from '../messaging/outbox.js';
 import { createPayer, deposit, listPayers } from '../payers/payers.js';
 import {
@@ -15,7 +16,9 @@ import {
   DepositParams,
   DepositResponse,
   MerchantListed,
+  MerchantParams,
   MerchantResponse,
+  MerchantStanding,
   OutboxMessage,
   OutboxQuery,
   PayerListed,
@@ -49,6 +52,36 @@ export function registerAdminRoutes(app: App, ctx: AppContext): void {
       },
     },
     async (request) => listMerchants(ctx, limitOf(request.query.limit)),
+  );
+
+  app.post(
+    '/api/v1/admin/merchants/:merchantId/suspend',
+    {
+      ...common,
+      schema: {
+        tags,
+        security: adminAuth,
+        summary: 'Suspend a merchant: its keys revoked, its sessions ended, its sign-ins refused (403 account_suspended)',
+        params: MerchantParams,
+        response: { 200: MerchantStanding, ...errors(401, 404, 429) },
+      },
+    },
+    async (request) => suspendMerchant(ctx, request.params.merchantId),
+  );
+
+  app.post(
+    '/api/v1/admin/merchants/:merchantId/reinstate',
+    {
+      ...common,
+      schema: {
+        tags,
+        security: adminAuth,
+        summary: 'Lift a suspension: the merchant may sign in again (and makes new keys)',
+        params: MerchantParams,
+        response: { 200: MerchantStanding, ...errors(401, 404, 429) },
+      },
+    },
+    async (request) => reinstateMerchant(ctx, request.params.merchantId),
   );
 
   app.post(

@@ -27,6 +27,15 @@ export const MerchantListed = Type.Object({
   login: Type.String(),
   name: Type.String(),
   createdAt: Type.String(),
+  suspendedAt: Type.Union([Type.String(), Type.Null()], { description: 'When the operator suspended it; null while it may work' }),
+});
+
+export const MerchantParams = Type.Object({ merchantId: Type.String({ maxLength: 200 }) });
+export const MerchantStanding = Type.Object({
+  merchantId: Type.String(),
+  login: Type.String(),
+  name: Type.String(),
+  suspendedAt: Type.Union([Type.String(), Type.Null()]),
 });
 
 export const CreatePayerBody = Type.Object({

@@ -2,6 +2,7 @@ import { randomInt, randomUUID } from 'node:crypto';
 import type { AppContext } from '../context.js';
 import type { Audience } from '../db/schema.js';
 import { AppError } from '../http/errors.js';
+import { accountSuspended } from '../merchants/suspension.js';
 import { DUMMY_PASSWORD_HASH, MOCK_SIGN_IN_CHECKS, pepperOf, SIGN_IN_CHECKS, verifyPassword } from '../security/passwords.js';
 import { deriveKey } from '../security/secret-box.js';
 import { hmacHex } from '../security/tokens.js';
@@ -35,6 +36,8 @@ async function checkCredentials(ctx: AppContext, login: string, password: string
     const passwordOk = await verifyPassword(password, hash, place, pepperOf(ctx));
     if (!admitted || !passwordOk) throw invalidCredentials();
     await forgiveLoginAttempt(ctx, login);
+    // Said only to whoever knows the password: a stranger gets the 401 above.
+    if (subject.suspended) throw accountSuspended();
     return subject;
   } finally {
     place.done();

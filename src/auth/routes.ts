@@ -37,7 +37,8 @@ export function registerAuthRoutes(app: App, ctx: AppContext, audience: Audience
         tags,
         summary: 'Log in with login and password; an OTP is sent',
         body: LoginBody,
-        response: { 200: LoginResponse, ...errors(401, 422, 429) },
+        // 403: a merchant the operator suspended (the mock environment takes payers only).
+        response: { 200: LoginResponse, ...errors(...(audience === 'main' ? [401, 403] : [401]), 422, 429) },
       },
     },
     async (request) => startLogin(ctx, request.body, audience),

@@ -8,6 +8,8 @@ export interface Subject {
   /** The normalised login: lower-case email for a merchant, phone digits for a payer. */
   login: string;
   secretHash: string;
+  /** A merchant the operator has suspended (merchants/suspension.ts). */
+  suspended: boolean;
 }
 
 /** Merchants log in with their email, payers with their phone digits (CONTRACT §3). */
@@ -20,14 +22,22 @@ export async function findSubject(ctx: AppContext, login: string): Promise<Subje
   if (login.includes('@')) {
     const merchant = await ctx.store.db
       .selectFrom('merchants')
-      .select(['id', 'password_hash'])
+      .select(['id', 'password_hash', 'suspended_at'])
       .where('login', '=', login)
       .executeTakeFirst();
-    return merchant && { type: 'merchant', id: merchant.id, login, secretHash: merchant.password_hash };
+    return (
+      merchant && {
+        type: 'merchant',
+        id: merchant.id,
+        login,
+        secretHash: merchant.password_hash,
+        suspended: merchant.suspended_at !== null,
+      }
+    );
   }
   if (/^[0-9]{8,15}$/.test(login)) {
     const payer = await ctx.store.db.selectFrom('payers').select(['id', 'pin_hash']).where('phone', '=', login).executeTakeFirst();
-    return payer && { type: 'payer', id: payer.id, login, secretHash: payer.pin_hash };
+    return payer && { type: 'payer', id: payer.id, login, secretHash: payer.pin_hash, suspended: false };
   }
   return undefined;
 }

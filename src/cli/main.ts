@@ -13,6 +13,8 @@ Commands:
   migrate                                             apply database migrations
   merchant create --login EMAIL --password PW --name NAME
   merchant list [--limit N]                           newest first
+  merchant suspend --id MERCHANT_ID                   revoke its keys, end its sessions, refuse its sign-ins
+  merchant reinstate --id MERCHANT_ID                 let it sign in again
   payer create --phone DIGITS --name NAME --pin PIN [--balance AMOUNT]
   payer list [--limit N]                              newest first, with balances
   payer deposit --phone DIGITS --amount AMOUNT
@@ -35,6 +37,7 @@ const OPTIONS = {
   balance: { type: 'string' },
   amount: { type: 'string' },
   limit: { type: 'string' },
+  id: { type: 'string' },
 } as const;
 
 /** The longest first line of standard input read for a secret. */
@@ -130,6 +133,13 @@ async function run(argv: string[]): Promise<unknown> {
         method: 'POST',
         url: '/api/v1/admin/merchants',
         body: { login: text('login'), password: await secret('password'), name: text('name') },
+      };
+      break;
+    case 'merchant suspend':
+    case 'merchant reinstate':
+      request = {
+        method: 'POST',
+        url: `/api/v1/admin/merchants/${encodeURIComponent(text('id'))}/${command === 'merchant suspend' ? 'suspend' : 'reinstate'}`,
       };
       break;
     case 'merchant list':

@@ -32,6 +32,8 @@ export interface MerchantTable {
   name: string;
   password_hash: string;
   created_at: number;
+  /** When the operator suspended it (merchants/suspension.ts); null while it may work. */
+  suspended_at: number | null;
 }
 
 export interface PayerTable {

@@ -29,6 +29,7 @@ const STATUS = {
   signature_mismatch: 403,
   invalid_pin: 403,
   pin_locked: 403,
+  account_suspended: 403,
   not_found: 404,
   login_taken: 409,
   phone_taken: 409,

@@ -9,6 +9,7 @@ import * as m007 from './007_ledger_append_only.js';
 import * as m008 from './008_own_messages_due.js';
 import * as m009 from './009_scale_indexes.js';
 import * as m010 from './010_login_codes_due.js';
+import * as m011 from './011_merchant_suspension.js';
 
 /** Every migration, in order. Names never change once released. */
 export const migrations: Record<string, Migration> = {
@@ -22,4 +23,5 @@ export const migrations: Record<string, Migration> = {
   '008_own_messages_due': m008,
   '009_scale_indexes': m009,
   '010_login_codes_due': m010,
+  '011_merchant_suspension': m011,
 };

@@ -167,6 +167,7 @@ async function merchantsView(view) {
           { title: 'Login', cell: (m) => m.login },
           { title: 'Merchant ID', cell: (m) => el('code', { text: m.merchantId }) },
           { title: 'Created', cell: (m) => when(m.createdAt) },
+          { title: 'Standing', cell: (m) => (m.suspendedAt ? `Suspended ${when(m.suspendedAt)}` : 'Active') },
         ],
       }),
     );

@@ -1,0 +1,12 @@
+import type { Kysely } from 'kysely';
+
+/** When the operator suspended a merchant (merchants/suspension.ts); null while it may work. */
+// biome-ignore lint/suspicious/noExplicitAny: migrations are written against no fixed schema
+export async function up(db: Kysely<any>): Promise<void> {
+  // SQLite runs migrations outside a transaction: if a start was cut short after the column
+  // was added but before this migration was recorded, the column is already there.
+  const merchants = (await db.introspection.getTables()).find((t) => t.name === 'merchants');
+  if (!merchants?.columns.some((c) => c.name === 'suspended_at')) {
+    await db.schema.alterTable('merchants').addColumn('suspended_at', 'bigint').execute();
+  }
+}
