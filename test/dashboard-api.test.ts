@@ -276,7 +276,8 @@ describe('dashboard and console API', () => {
       const ids = reply.body.map((m: { merchantId: string }) => m.merchantId);
       assert.ok(ids.indexOf(b.merchantId) >= 0 && ids.indexOf(b.merchantId) < ids.indexOf(a.merchantId), 'B (newer) before A');
       const listed = reply.body.find((m: { merchantId: string }) => m.merchantId === a.merchantId);
-      assert.deepEqual(Object.keys(listed).sort(), ['createdAt', 'login', 'merchantId', 'name']);
+      assert.deepEqual(Object.keys(listed).sort(), ['createdAt', 'login', 'merchantId', 'name', 'suspendedAt']);
+      assert.equal(listed.suspendedAt, null, 'not suspended');
       assert.equal(listed.login, a.login);
       assert.equal(listed.name, a.name);
       assert.doesNotMatch(reply.text, /password/i);

@@ -1,13 +1,28 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { promisify } from 'node:util';
+import { hashOtp } from '../src/auth/login.js';
 import { loadConfig } from '../src/config.js';
 import type { AppError } from '../src/http/errors.js';
 import { WindowLimiter } from '../src/http/rate-limit.js';
 import { accountId, balanceOf, CASH_IN_OWNER, checkLedger } from '../src/ledger/ledger.js';
+import { SUSPENDED_MESSAGE } from '../src/merchants/suspension.js';
+import { sha256Hex } from '../src/security/tokens.js';
 import { assertError, assertIso } from './helpers/assertions.js';
-import { admin, call, clientFor, createMerchant, createPayer, login, merchantWithPos, unique, uniquePhone } from './helpers/client.js';
+import {
+  admin,
+  call,
+  clientFor,
+  createMerchant,
+  createPayer,
+  login,
+  merchantSession,
+  merchantWithPos,
+  unique,
+  uniquePhone,
+} from './helpers/client.js';
 import { ADMIN_TOKEN, freshDatabase, type Lipa, STAGING_OTP, startLipa } from './helpers/harness.js';
 import { send, sms } from './helpers/messaging.js';
 
@@ -524,6 +539,93 @@ describe('suspending a merchant', () => {
     assert.equal((await client.paymentStatus('pay_000000000000000000000000')).status, 403);
     const fresh = await call(lipa.url, 'POST', '/api/v1/api-keys', { token, body: {} });
     assert.equal(fresh.status, 201, fresh.text);
+  });
+
+  test('what a sign-in or a session under way makes after the suspension commits is refused: a session, a key', async () => {
+    const merchant = await merchantSession(lipa);
+    assert.equal((await standing(merchant.merchantId, 'suspend')).status, 200);
+    const db = lipa.ctx.store.db;
+    const now = Date.now();
+    // A login code written after the suspension's clean-up (its sign-in had passed the password
+    // check before): confirming it opens no session.
+    await db
+      .insertInto('otp_challenges')
+      .values({
+        id: randomUUID(),
+        login: merchant.login,
+        subject_type: 'merchant',
+        subject_id: merchant.merchantId,
+        otp_hash: hashOtp(lipa.ctx, merchant.login, '246810'),
+        attempts: 0,
+        created_at: now,
+        expires_at: now + 60_000,
+        consumed_at: null,
+      })
+      .execute();
+    assertError(
+      await call(lipa.url, 'POST', '/api/v1/authorization/confirm', { body: { login: merchant.login, otp: '246810' } }),
+      403,
+      'account_suspended',
+    );
+    assert.deepEqual(await db.selectFrom('sessions').select('id').where('subject_id', '=', merchant.merchantId).execute(), []);
+    // A session checked just before the suspension, whose request goes on after it: no key.
+    const token = 'lipa_mt_made-before-the-suspension';
+    await db
+      .insertInto('sessions')
+      .values({
+        id: randomUUID(),
+        token_hash: sha256Hex(token),
+        subject_type: 'merchant',
+        subject_id: merchant.merchantId,
+        audience: 'main',
+        created_at: now,
+        expires_at: now + 60_000,
+      })
+      .execute();
+    for (const path of ['/api/v1/api-keys', '/api/v1/messaging-keys']) {
+      assertError(await call(lipa.url, 'POST', path, { token, body: {} }), 403, 'account_suspended');
+    }
+  });
+
+  test("its messages still queued are failed, saying why; another merchant's are left alone", async () => {
+    const [suspended, other] = [await merchantSession(lipa), await merchantSession(lipa)];
+    const now = Date.now();
+    const queued = (merchantId: string) => ({
+      id: `msg_${randomUUID().replaceAll('-', '')}`,
+      merchant_id: merchantId,
+      purpose: 'api',
+      type: 'sms' as const,
+      email: null,
+      subject: null,
+      content_type: null,
+      phone_country_code: '254',
+      phone_number: '712345678',
+      content: 'Waiting for the SMSC',
+      status: 'queued' as const,
+      created_at: now,
+      updated_at: now,
+      messaging_key_id: null,
+      provider_id: null,
+      segments: 1,
+      attempts: 1,
+      // Retried later (as after an SMSC outage): the embedded outbox's worker leaves it be meanwhile.
+      next_attempt_at: now + 3_600_000,
+      locked_until: 0,
+      last_error: 'SMSC down',
+      failure_reason: null,
+    });
+    const [mine, theirs] = [queued(suspended.merchantId), queued(other.merchantId)];
+    await lipa.ctx.store.db.insertInto('messages').values([mine, theirs]).execute();
+    assert.equal((await standing(suspended.merchantId, 'suspend')).status, 200);
+    const rows = await lipa.ctx.store.db
+      .selectFrom('messages')
+      .select(['id', 'status', 'failure_reason'])
+      .where('id', 'in', [mine.id, theirs.id])
+      .orderBy('id')
+      .execute();
+    const byId = new Map(rows.map((r) => [r.id, r]));
+    assert.deepEqual(byId.get(mine.id), { id: mine.id, status: 'failed', failure_reason: SUSPENDED_MESSAGE });
+    assert.deepEqual(byId.get(theirs.id), { id: theirs.id, status: 'queued', failure_reason: null });
   });
 
   test('an unknown merchant is 404; without the operator token 401, and nothing changes', async () => {

@@ -30,7 +30,7 @@ export const MerchantListed = Type.Object({
   suspendedAt: Type.Union([Type.String(), Type.Null()], { description: 'When the operator suspended it; null while it may work' }),
 });
 
-export const MerchantParams = Type.Object({ merchantId: Type.String({ maxLength: 200 }) });
+export const MerchantParams = Type.Object({ merchantId: Type.String() });
 export const MerchantStanding = Type.Object({
   merchantId: Type.String(),
   login: Type.String(),

@@ -4,6 +4,7 @@ import type { AppContext } from '../context.js';
 import type { Tx } from '../db/database.js';
 import type { Audience, SubjectType } from '../db/schema.js';
 import { AppError } from '../http/errors.js';
+import { assertNotSuspended } from '../merchants/suspension.js';
 import { randomSecret, safeEqual, sha256Hex } from '../security/tokens.js';
 import { hashOtp } from './login.js';
 import { findSubject, normaliseLogin } from './subjects.js';
@@ -74,6 +75,8 @@ export async function confirmOtp(ctx: AppContext, input: { login: string; otp: s
   // cannot get past MAX_OTP_ATTEMPTS; the right one then consumes the code in the same unit
   // (its row held: of two concurrent confirmations with one OTP, exactly one wins).
   const session = await ctx.store.write(async (tx) => {
+    // The merchant's row before the code's, in the order a suspension takes them (no deadlock).
+    if (challenge.subject_type === 'merchant') await assertNotSuspended(ctx, tx, challenge.subject_id);
     const tried = await tx
       .updateTable('otp_challenges')
       .set({ attempts: sql`attempts + 1`, ...(matches ? { consumed_at: now } : {}) })

@@ -2,7 +2,7 @@ import { randomInt, randomUUID } from 'node:crypto';
 import type { AppContext } from '../context.js';
 import type { Audience } from '../db/schema.js';
 import { AppError } from '../http/errors.js';
-import { accountSuspended } from '../merchants/suspension.js';
+import { accountSuspended, assertNotSuspended } from '../merchants/suspension.js';
 import { DUMMY_PASSWORD_HASH, MOCK_SIGN_IN_CHECKS, pepperOf, SIGN_IN_CHECKS, verifyPassword } from '../security/passwords.js';
 import { deriveKey } from '../security/secret-box.js';
 import { hmacHex } from '../security/tokens.js';
@@ -57,6 +57,7 @@ export async function startLogin(ctx: AppContext, input: { login: string; passwo
     const otp = String(randomInt(0, 1_000_000)).padStart(6, '0');
     const now = ctx.now();
     await ctx.store.write(async (tx) => {
+      if (subject.type === 'merchant') await assertNotSuspended(ctx, tx, subject.id);
       // Only the newest OTP of a login is ever good.
       await tx
         .updateTable('otp_challenges')

@@ -52,7 +52,7 @@ export function registerAuthRoutes(app: App, ctx: AppContext, audience: Audience
         tags,
         summary: 'Confirm the OTP and receive a bearer token',
         body: ConfirmBody,
-        response: { 200: TokenResponse, ...errors(401, 422, 429) },
+        response: { 200: TokenResponse, ...errors(...(audience === 'main' ? [401, 403] : [401]), 422, 429) },
       },
     },
     async (request) => (audience === 'main' ? confirmOtp(ctx, request.body) : confirmMockOtp(ctx, request.body)),

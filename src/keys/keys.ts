@@ -1,8 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import type { AppContext } from '../context.js';
-import { lockedRead, type Tx } from '../db/database.js';
+import type { Tx } from '../db/database.js';
 import { AppError, shown } from '../http/errors.js';
 import { isoTime } from '../http/time.js';
+import { assertNotSuspended } from '../merchants/suspension.js';
 import { randomId, randomSecret, sha256Hex } from '../security/tokens.js';
 
 const iso = (ms: number | null) => (ms === null ? null : isoTime(ms));
@@ -15,12 +16,12 @@ const iso = (ms: number | null) => (ms === null ? null : isoTime(ms));
 export const MAX_ACTIVE_KEYS = 25;
 
 /**
- * Refuses a new key when the merchant already holds MAX_ACTIVE_KEYS unrevoked ones. The
- * merchant's row is locked first on PostgreSQL, so two concurrent creations cannot both
- * count 24 (SQLite runs one writer at a time).
+ * Refuses a new key when the merchant is suspended or already holds MAX_ACTIVE_KEYS unrevoked
+ * ones. The merchant's row is locked first on PostgreSQL (assertNotSuspended), so two
+ * concurrent creations cannot both count 24 (SQLite runs one writer at a time).
  */
 async function assertRoomForKey(ctx: AppContext, tx: Tx, table: 'api_keys' | 'messaging_keys', merchantId: string) {
-  await lockedRead(ctx.store.dialect, tx.selectFrom('merchants').select('id').where('id', '=', merchantId)).execute();
+  await assertNotSuspended(ctx, tx, merchantId);
   const { n } = await tx
     .selectFrom(table)
     .select((eb) => eb.fn.countAll<number>().as('n'))
