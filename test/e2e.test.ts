@@ -5,6 +5,7 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import type { LipaClient, Payment, PaymentRequest } from '../src/client/index.js';
+import { assertError } from './helpers/assertions.js';
 import { DESKTOP, launchBrowser, PHONE } from './helpers/browser.js';
 import {
   admin,
@@ -686,6 +687,39 @@ describe('pages end to end in Chromium', () => {
     await page.getByRole('tab', { name: 'Payers' }).click();
     await page.getByRole('tab', { name: 'Outbox' }).click();
     await page.getByRole('button', { name: 'Auto-refresh every 3 s: off' }).waitFor();
+  });
+
+  test('admin: the operator suspends a merchant after a confirmation, which then cannot sign in, and reinstates it', async () => {
+    const merchant = await createMerchant(lipa);
+    const signIn = () => call(lipa.url, 'POST', '/api/v1/authorization', { body: { login: merchant.login, password: merchant.password } });
+    const page = await operator.newPage();
+    try {
+      await page.goto(`${lipa.url}/admin`);
+      await page.locator('#admin-token').fill(ADMIN_TOKEN);
+      await page.getByRole('button', { name: 'Open the console' }).click();
+      const row = page.getByRole('region', { name: 'Merchants, newest first' }).locator('tr', { hasText: merchant.login });
+      assert.match((await row.locator('[data-label="Standing"]').textContent()) ?? '', /^Active/);
+
+      // Asked first: declined, nothing happens.
+      page.once('dialog', (dialog) => void dialog.dismiss());
+      await page.getByRole('button', { name: `Suspend ${merchant.login}` }).click();
+      await sleep(300);
+      assert.equal((await signIn()).status, 200, 'not suspended when the operator says no');
+
+      page.once('dialog', (dialog) => void dialog.accept());
+      await page.getByRole('button', { name: `Suspend ${merchant.login}` }).dblclick();
+      await page.getByText(`${merchant.login} suspended.`).waitFor();
+      assert.match((await row.locator('[data-label="Standing"]').textContent()) ?? '', /^Suspended /);
+      assertError(await signIn(), 403, 'account_suspended');
+      await assertFitsPhone(page, 'admin merchants with a suspended one');
+
+      await page.getByRole('button', { name: `Reinstate ${merchant.login}` }).click();
+      await page.getByText(`${merchant.login} reinstated.`).waitFor();
+      assert.match((await row.locator('[data-label="Standing"]').textContent()) ?? '', /^Active/);
+      assert.equal((await signIn()).status, 200);
+    } finally {
+      await page.close();
+    }
   });
 
   test('a double click sends one request (a deposit, a merchant, a key); a network failure is said, not swallowed', async () => {

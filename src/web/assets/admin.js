@@ -8,6 +8,7 @@ import {
   errorText,
   field,
   money,
+  onPress,
   onSubmit,
   problem,
   session,
@@ -167,13 +168,49 @@ async function merchantsView(view) {
           { title: 'Login', cell: (m) => m.login },
           { title: 'Merchant ID', cell: (m) => el('code', { text: m.merchantId }) },
           { title: 'Created', cell: (m) => when(m.createdAt) },
-          { title: 'Standing', cell: (m) => (m.suspendedAt ? `Suspended ${when(m.suspendedAt)}` : 'Active') },
+          {
+            title: 'Standing',
+            cell: (m) =>
+              el(
+                'span',
+                {},
+                m.suspendedAt ? `Suspended ${when(m.suspendedAt)} ` : 'Active ',
+                onPress(
+                  el('button', {
+                    type: 'button',
+                    class: m.suspendedAt ? 'secondary' : 'danger',
+                    text: m.suspendedAt ? 'Reinstate' : 'Suspend',
+                    'aria-label': `${m.suspendedAt ? 'Reinstate' : 'Suspend'} ${m.login}`,
+                  }),
+                  () => setStanding(m, m.suspendedAt ? 'reinstate' : 'suspend'),
+                ),
+              ),
+          },
         ],
       }),
     );
   }
 
-  view.replaceChildren(el('h2', { text: 'Merchants' }), el('div', { class: 'card' }, form), list);
+  /** Suspends (after a confirmation: it revokes the merchant's keys) or reinstates a merchant. */
+  async function setStanding(merchant, action) {
+    if (
+      action === 'suspend' &&
+      !window.confirm(
+        `Suspend ${merchant.login}? Its signing and messaging keys are revoked and its sessions ended; it cannot sign in until reinstated, and makes new keys then.`,
+      )
+    ) {
+      return;
+    }
+    const reply = await call('POST', `/api/v1/admin/merchants/${encodeURIComponent(merchant.merchantId)}/${action}`);
+    if (reply.status !== 200) return show(listStatus, errorText(reply));
+    await refresh();
+    show(listStatus, `${merchant.login} ${action === 'suspend' ? 'suspended' : 'reinstated'}.`, 'notice');
+    listStatus.focus();
+  }
+
+  const listStatus = statusLine();
+  listStatus.tabIndex = -1;
+  view.replaceChildren(el('h2', { text: 'Merchants' }), el('div', { class: 'card' }, form), list, listStatus);
   await refresh();
 }
 
