@@ -2,11 +2,9 @@ import { randomBytes } from 'node:crypto';
 import type { AppContext } from '../context.js';
 import type { Tx } from '../db/database.js';
 import { AppError, shown } from '../http/errors.js';
-import { isoTime } from '../http/time.js';
+import { isoTime, isoTimeOrNull } from '../http/time.js';
 import { assertNotSuspended } from '../merchants/suspension.js';
 import { randomId, randomSecret, sha256Hex } from '../security/tokens.js';
-
-const iso = (ms: number | null) => (ms === null ? null : isoTime(ms));
 
 /**
  * The most unrevoked keys of each kind a merchant may hold. Rate limits count per key, so a
@@ -60,7 +58,7 @@ export async function createApiKey(ctx: AppContext, merchantId: string, name: st
       })
       .execute();
   });
-  return { keyId, secret, name, createdAt: iso(now) as string };
+  return { keyId, secret, name, createdAt: isoTime(now) };
 }
 
 export async function listApiKeys(ctx: AppContext, merchantId: string) {
@@ -71,7 +69,7 @@ export async function listApiKeys(ctx: AppContext, merchantId: string) {
     .orderBy('created_at', 'desc')
     .orderBy('id', 'desc')
     .execute();
-  return rows.map((r) => ({ keyId: r.id, name: r.name, createdAt: iso(r.created_at) as string, revokedAt: iso(r.revoked_at) }));
+  return rows.map((r) => ({ keyId: r.id, name: r.name, createdAt: isoTime(r.created_at), revokedAt: isoTimeOrNull(r.revoked_at) }));
 }
 
 /** Revokes a key; revoking an already revoked key is a no-op. Another merchant's key is 404. */
@@ -110,7 +108,7 @@ export async function createMessagingKey(ctx: AppContext, merchantId: string, na
       })
       .execute();
   });
-  return { id, apiKey, name, createdAt: iso(now) as string };
+  return { id, apiKey, name, createdAt: isoTime(now) };
 }
 
 export async function listMessagingKeys(ctx: AppContext, merchantId: string) {
@@ -125,8 +123,8 @@ export async function listMessagingKeys(ctx: AppContext, merchantId: string) {
     id: r.id,
     name: r.name,
     prefix: r.key_prefix,
-    createdAt: iso(r.created_at) as string,
-    revokedAt: iso(r.revoked_at),
+    createdAt: isoTime(r.created_at),
+    revokedAt: isoTimeOrNull(r.revoked_at),
   }));
 }
 

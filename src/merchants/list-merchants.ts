@@ -1,5 +1,5 @@
 import type { AppContext } from '../context.js';
-import { isoTime } from '../http/time.js';
+import { isoTime, isoTimeOrNull } from '../http/time.js';
 
 /** Merchants, newest first (the operator API and CLI). */
 export async function listMerchants(ctx: AppContext, limit: number) {
@@ -15,6 +15,6 @@ export async function listMerchants(ctx: AppContext, limit: number) {
     login: m.login,
     name: m.name,
     createdAt: isoTime(m.created_at),
-    suspendedAt: m.suspended_at === null ? null : isoTime(m.suspended_at),
+    suspendedAt: isoTimeOrNull(m.suspended_at),
   }));
 }
