@@ -14,12 +14,14 @@ import { assertError, assertIso } from './helpers/assertions.js';
 import {
   admin,
   call,
+  categoryId,
   clientFor,
   createMerchant,
   createPayer,
   login,
   merchantSession,
   merchantWithPos,
+  posBody,
   unique,
   uniquePhone,
 } from './helpers/client.js';
@@ -541,7 +543,7 @@ describe('suspending a merchant', () => {
     assert.equal(fresh.status, 201, fresh.text);
   });
 
-  test('what a sign-in or a session under way makes after the suspension commits is refused: a session, a key', async () => {
+  test('what a sign-in or a session under way makes after the suspension commits is refused: a session, a key, a point of sale', async () => {
     const merchant = await merchantSession(lipa);
     assert.equal((await standing(merchant.merchantId, 'suspend')).status, 200);
     const db = lipa.ctx.store.db;
@@ -585,6 +587,12 @@ describe('suspending a merchant', () => {
     for (const path of ['/api/v1/api-keys', '/api/v1/messaging-keys']) {
       assertError(await call(lipa.url, 'POST', path, { token, body: {} }), 403, 'account_suspended');
     }
+    const pos = posBody(merchant.merchantId, await categoryId(lipa));
+    assertError(await call(lipa.url, 'POST', '/api/v1/points-of-sale', { token, body: pos }), 403, 'account_suspended');
+    assert.equal(
+      await db.selectFrom('points_of_sale').select('id').where('terminal_id', '=', pos.terminalId).executeTakeFirst(),
+      undefined,
+    );
   });
 
   test("its messages still queued are failed, saying why; another merchant's are left alone", async () => {

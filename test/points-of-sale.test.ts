@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
+import { MAX_POINTS_OF_SALE } from '../src/pos/points-of-sale.js';
 import { assertError as assertErrorBody, assertIso } from './helpers/assertions.js';
 import {
   call,
@@ -125,6 +126,24 @@ describe('points of sale (endpoint 4)', () => {
     assert.deepEqual(replies.map((r) => r.status).sort(), [201, 409], replies.map((r) => r.text).join('\n'));
     const loser = replies.find((r) => r.status === 409) as Reply;
     assertError(loser, 409, 'terminal_id_taken');
+  });
+
+  test(`at most ${MAX_POINTS_OF_SALE} points of sale a merchant, even when asked for at once`, async () => {
+    const carol = await merchantSession(lipa);
+    const create = () => createPos(lipa, carol.token, posBody(carol.merchantId, category));
+    const leave = 10;
+    for (let made = 0; made < MAX_POINTS_OF_SALE - leave; made += 30) {
+      const batch = await Promise.all(Array.from({ length: Math.min(30, MAX_POINTS_OF_SALE - leave - made) }, create));
+      for (const reply of batch) assert.equal(reply.status, 201, reply.text);
+    }
+    const race = await Promise.all(Array.from({ length: 2 * leave }, create));
+    assert.equal(race.filter((r) => r.status === 201).length, leave, 'exactly the cap is created');
+    for (const refused of race.filter((r) => r.status !== 201)) assertError(refused, 409, 'too_many_points_of_sale');
+    const listed = await listPos(lipa, carol.token);
+    assert.equal(listed.status, 200);
+    assert.equal(listed.body.length, MAX_POINTS_OF_SALE, 'a refused point of sale is not stored');
+    // Another merchant is not counted with this one.
+    assert.equal((await createPos(lipa, bob.token, posBody(bob.merchantId, category))).status, 201);
   });
 
   test('an unknown categoryId answers 422 naming categoryId', async () => {

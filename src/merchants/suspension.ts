@@ -1,7 +1,7 @@
 import type { AppContext } from '../context.js';
 import { lockedRead, type Tx } from '../db/database.js';
 import { AppError, shown } from '../http/errors.js';
-import { isoTime } from '../http/time.js';
+import { isoTimeOrNull } from '../http/time.js';
 import { countMessageStatus } from '../ops/counters.js';
 
 /** Why a suspended merchant's queued messages were not sent, as the lookup's `error` says it. */
@@ -70,7 +70,7 @@ async function merchantView(ctx: AppContext, merchantId: string) {
     merchantId: merchant.id,
     login: merchant.login,
     name: merchant.name,
-    suspendedAt: merchant.suspended_at === null ? null : isoTime(merchant.suspended_at),
+    suspendedAt: isoTimeOrNull(merchant.suspended_at),
   };
 }
 
@@ -88,4 +88,4 @@ export async function assertNotSuspended(ctx: AppContext, tx: Tx, merchantId: st
 }
 
 export const accountSuspended = () =>
-  new AppError('account_suspended', 'This merchant account is suspended: ask the operator. Nothing was sent.');
+  new AppError('account_suspended', 'This merchant account is suspended: ask the operator. Nothing was done.');

@@ -5,7 +5,15 @@ import { isUniqueViolation } from '../db/database.js';
 import type { PointOfSaleTable } from '../db/schema.js';
 import { AppError, assertText, FieldChecks, validationError } from '../http/errors.js';
 import { isoTime } from '../http/time.js';
+import { assertNotSuspended } from '../merchants/suspension.js';
 import type { PosBody } from './schemas.js';
+
+/**
+ * The most points of sale a merchant may register. Their list has no paging (CONTRACT §4: it
+ * lists the merchant's own), so this bounds its answer (~500 KiB at most); a chain with more
+ * tills than this registers its branches as merchants of their own.
+ */
+export const MAX_POINTS_OF_SALE = 1000;
 
 export function toPointOfSale(row: PointOfSaleTable) {
   return {
@@ -81,7 +89,23 @@ export async function createPointOfSale(ctx: AppContext, merchantId: string, bod
     created_at: ctx.now(),
   };
   try {
-    await ctx.store.write((tx) => tx.insertInto('points_of_sale').values(row).execute());
+    await ctx.store.write(async (tx) => {
+      // The merchant's row is locked first on PostgreSQL, so concurrent creations count one
+      // after another, and a suspension committing meanwhile is seen.
+      await assertNotSuspended(ctx, tx, merchantId);
+      const { n } = await tx
+        .selectFrom('points_of_sale')
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .where('merchant_id', '=', merchantId)
+        .executeTakeFirstOrThrow();
+      if (Number(n) >= MAX_POINTS_OF_SALE) {
+        throw new AppError(
+          'too_many_points_of_sale',
+          `You already have ${MAX_POINTS_OF_SALE} points of sale, the most allowed; ask the operator about more.`,
+        );
+      }
+      await tx.insertInto('points_of_sale').values(row).execute();
+    });
   } catch (error) {
     if (isUniqueViolation(error)) throw new AppError('terminal_id_taken', `Terminal ${body.terminalId} is already registered.`);
     throw error;
