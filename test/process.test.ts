@@ -432,6 +432,27 @@ describe('the service process', () => {
     assert.match(second, /"code":"stopping"/);
   });
 
+  test('the messaging API, stopping, answers its 500 saying so, with Retry-After', async () => {
+    const { port, child, exited, socket, answers, closed } = await serviceWithOneConnection();
+    const get = `GET /health HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`;
+    socket.write(get);
+    await until('the first answer', () => /\r\n\r\n/.test(answers()));
+    child.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 150));
+    socket.write(`GET /api/messages/msg_0 HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\napi_key: whatever\r\n\r\n`);
+    await closed;
+    assert.equal(await exited, 0);
+    const [head = '', json = ''] = (answers().split(/(?=HTTP\/1\.1 )/)[1] ?? '').split('\r\n\r\n');
+    assert.match(head, /^HTTP\/1\.1 500 /, answers());
+    assert.match(head, /\r\nretry-after: 1\r\n/i);
+    assert.match(head, /\r\nconnection: close\r\n/i);
+    assert.deepEqual(JSON.parse(json), {
+      status: 'error',
+      message: 'This instance is stopping and did nothing with the request; send it again.',
+      error_code: 'internal_server_error',
+    });
+  });
+
   test('a request that comes on an open connection while it stops gets a 503 stopping with Retry-After, in the API shape', async () => {
     // One connection: a login whose body is still arriving when SIGTERM comes, then, pipelined
     // behind it, a second request, which the server reads only once it is stopping.

@@ -290,8 +290,9 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
       if ((request.raw.socket as { _httpMessage?: unknown })._httpMessage !== reply.raw) refusedBehind.add(request.raw.socket);
       reply.header('connection', 'close');
       reply.header('retry-after', '1');
-      if (isMessagingPath(pathOf(request.url))) return void messagingReply.internalError(reply);
-      return void sendError(reply, new AppError('stopping', 'This instance is stopping and did nothing with the request; send it again.'));
+      const says = 'This instance is stopping and did nothing with the request; send it again.';
+      if (isMessagingPath(pathOf(request.url))) return void messagingReply.internalError(reply, says);
+      return void sendError(reply, new AppError('stopping', says));
     }
     // HTTP/1.1 needs exactly one Host (RFC 9112 §3.2), and merchants sign the host they called.
     if (request.raw.httpVersion !== '1.0' && hostCount(request.raw.rawHeaders) !== 1) {

@@ -63,10 +63,9 @@ export const messagingReply = {
         error_code: 'rate_limited',
       }),
 
-  internalError: (reply: FastifyReply) =>
-    reply
-      .code(500)
-      .send({ status: 'error', message: 'Something went wrong on our side; retry later.', error_code: 'internal_server_error' }),
+  /** The only refusal of ours the messaging API has: also what a stopping instance answers, saying so. */
+  internalError: (reply: FastifyReply, message = 'Something went wrong on our side; retry later.') =>
+    reply.code(500).send({ status: 'error', message, error_code: 'internal_server_error' }),
 
   found: (reply: FastifyReply, message: MessageTable) => reply.code(200).send({ data: toStoredMessage(message) }),
 
