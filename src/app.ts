@@ -49,13 +49,14 @@ export async function buildApp(ctx: AppContext): Promise<App> {
       // The answers any request body can get from the framework, even on a route that takes
       // none: too large, not JSON (the signed endpoints answer that with 422 after the
       // signature), or JSON that does not parse or reads two ways. And 503: on every route
-      // while the instance stops, and on every API route database_unavailable.
+      // while the instance stops, and on every API route database_unavailable; and 500, a
+      // failure of ours (the interface lists it for every payment and authentication endpoint).
       if (!schema) return { schema, url };
       const described = route.config?.bodyDocs ? { ...schema, body: route.config.bodyDocs } : schema;
       const takesBody = [route.method].flat().some((m) => BODY_METHODS.has(m));
       const body = !takesBody ? {} : route.config?.signed ? errors(413, 422) : errors(413, 415, 422);
-      const unavailable = errors(503);
-      return { schema: { ...described, response: { ...unavailable, ...body, ...(schema.response as object) } }, url };
+      const ours = errors(500, 503);
+      return { schema: { ...described, response: { ...ours, ...body, ...(schema.response as object) } }, url };
     },
     // @fastify/swagger marks every body required; a body that may be null may also be left out.
     transformObject: (document) => {
