@@ -494,8 +494,7 @@ describe('HTTP hygiene', () => {
         if (path.startsWith('/api/v1/admin/'))
           assert.ok(listed.includes('429'), `${method.toUpperCase()} ${path} lists 429: ${listed.join()}`);
         // A failure of ours can answer any API request (the interface's 500 "internal error").
-        if (path.startsWith('/api/'))
-          assert.ok(listed.includes('500'), `${method.toUpperCase()} ${path} lists 500: ${listed.join()}`);
+        if (path.startsWith('/api/')) assert.ok(listed.includes('500'), `${method.toUpperCase()} ${path} lists 500: ${listed.join()}`);
       }
     }
     assert.deepEqual(Object.keys(openapi.body.paths['/metrics'].get.responses['200'].content), ['text/plain; version=0.0.4']);
@@ -504,6 +503,12 @@ describe('HTTP hygiene', () => {
     const { minimum, exclusiveMinimum, maximum, type } = createBody.properties.amount;
     assert.deepEqual({ type, minimum, exclusiveMinimum, maximum }, { type: 'number', minimum: 0, exclusiveMinimum: true, maximum: 250000 });
     assert.deepEqual(createBody.required.sort(), ['amount', 'currency', 'orderId', 'payer', 'terminalId', 'urls']);
+    // And the forms the handler enforces, so that a client made from the description sends them.
+    assert.deepEqual(createBody.properties.currency.enum, ['KES']);
+    assert.equal(createBody.properties.merchantStika.pattern, '^[A-Z]{3}_[0-9]+$');
+    assert.deepEqual(createBody.properties.payer.properties.method.enum, ['phone']);
+    assert.equal(createBody.properties.payer.properties.value.pattern, '^[0-9]{8,15}$');
+    assert.deepEqual(createBody.properties.payer.required.sort(), ['method', 'value']);
     // The messaging API's answers are described, though they are sent without response schemas.
     const messaging = openapi.body.paths['/api/messages'].post.responses;
     assert.deepEqual(Object.keys(messaging).sort(), ['200', '201', '400', '401', '429', '500']);

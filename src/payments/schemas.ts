@@ -1,5 +1,6 @@
 import { Type } from 'typebox';
 import { httpUrl } from '../http/schemas.js';
+import { CURRENCY } from '../ledger/money.js';
 
 /** The most one payment may be, in major units (CONTRACT §6). */
 export const MAX_PAYMENT = 250_000;
@@ -29,13 +30,26 @@ export const CreatePaymentBody = Type.Object({
 });
 
 /**
- * The same body as /openapi.json describes it: with the amount's bounds (OpenAPI 3.0's form).
- * The handler checks them rather than the schema validator, so that one 422 names every field
- * at fault, the bounds among them.
+ * The same body as /openapi.json describes it: with the amount's bounds (OpenAPI 3.0's form),
+ * the supported currency, and the forms of merchantStika and the payer, so that a client made
+ * from the description sends what the service takes. The handler checks these rather than the
+ * schema validator, so that one 422 names every field at fault.
  */
 export const CreatePaymentBodyDocumented = Type.Object({
   ...CreatePaymentBody.properties,
+  currency: Type.Unsafe<string>({ type: 'string', enum: [CURRENCY], description: 'ISO 4217 code' }),
   amount: Type.Unsafe<number>({ type: 'number', minimum: 0, exclusiveMinimum: true, maximum: MAX_PAYMENT, description: AMOUNT }),
+  merchantStika: Type.Optional(
+    Type.String({
+      maxLength: 64,
+      pattern: '^[A-Z]{3}_[0-9]+$',
+      description: 'The payment currency, underscore, digits: KES_123456',
+    }),
+  ),
+  payer: Type.Object({
+    method: Type.Unsafe<string>({ type: 'string', enum: ['phone'] }),
+    value: Type.String({ pattern: '^[0-9]{8,15}$', description: 'Phone digits with country code, no plus: 8 to 15 digits' }),
+  }),
 });
 
 export const StatusBody = Type.Object({
