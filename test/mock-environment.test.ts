@@ -75,6 +75,22 @@ describe('Mock environment (endpoint 3)', () => {
     assertError(await mockConfirm(lipa, merchant.login, STAGING_OTP), 401, 'invalid_otp');
   });
 
+  test("wrong codes on the mock's endpoint 2 lock only the mock's endpoint 2; wrong PINs on its endpoint 1 count for the main listener too", async () => {
+    const limit = lipa.ctx.config.rateLimitLoginFailures;
+    const guessed = await createPayer(lipa);
+    for (let i = 0; i < limit; i++) assertError(await mockConfirm(lipa, guessed.phone, '000000'), 401, 'invalid_otp');
+    assertError(await mockConfirm(lipa, guessed.phone, STAGING_OTP), 429, 'rate_limited');
+    // The static code guesses nothing: the payer still signs in on the main listener.
+    assert.equal(typeof (await payerToken(lipa, guessed)), 'string');
+
+    // The mock's endpoint 1 checks the real PIN: each wrong one is a real guess, counted for it.
+    const pinGuessed = await createPayer(lipa);
+    const wrongPin = pinGuessed.pin === '0000' ? '1111' : '0000';
+    for (let i = 0; i < limit; i++) assertError(await mockLogin(lipa, pinGuessed.phone, wrongPin), 401, 'invalid_credentials');
+    const main = await call(lipa.url, 'POST', AUTH, { body: { login: pinGuessed.phone, password: pinGuessed.pin } });
+    assertError(main, 429, 'rate_limited');
+  });
+
   test('missing or mistyped fields are 422 naming the field', async () => {
     const cases: Array<{ path: string; body: unknown; field: string }> = [
       { path: CONFIRM, body: { login: '254700000000' }, field: 'otp' },

@@ -101,7 +101,7 @@ export async function confirmOtp(ctx: AppContext, input: { login: string; otp: s
  */
 export async function confirmMockOtp(ctx: AppContext, input: { login: string; otp: string }) {
   const login = normaliseLogin(input.login);
-  await countLoginAttempt(ctx, login);
+  await countLoginAttempt(ctx, login, 'mock-otp');
   const subject = await findSubject(ctx, login);
   const staticOtp = ctx.config.stagingOtp;
   if (subject?.type !== 'payer' || staticOtp === null || !safeEqual(input.otp, staticOtp)) {
@@ -110,7 +110,7 @@ export async function confirmMockOtp(ctx: AppContext, input: { login: string; ot
   const now = ctx.now();
   const session = await ctx.store.write((tx) => openSession(ctx, tx, subject, 'mock', now));
   // Load tests log the same payers in again and again: a success is not a failed attempt.
-  await forgiveLoginAttempt(ctx, login);
+  await forgiveLoginAttempt(ctx, login, undefined, 'mock-otp');
   return session;
 }
 
