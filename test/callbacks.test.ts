@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { buildApp } from '../src/app.js';
+import { MAX_SENDS_PER_URL } from '../src/callbacks/redeliver.js';
 import { REDELIVERIES_PER_SECOND } from '../src/callbacks/routes.js';
 import { deliverDueCallbacks, MAX_ATTEMPTS, MAX_DELAY_MS, stopCallbacks, UNFINISHED } from '../src/callbacks/worker.js';
 import { type LipaClient, type Payment, verifyCallback } from '../src/client/index.js';
@@ -491,6 +492,39 @@ describe('callback delivery: retries, back-off, redelivery, body and signature',
       assert.equal(delivery.lastError, 'HTTP 503');
       await sleep(600);
       assert.equal(onPath(receiver, '/down').length, tries + 1, 'exactly one more try');
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  test(`an event is sent at most ${MAX_SENDS_PER_URL} times to a URL: past that, a redelivery is 409 redelivery_limit and sends nothing`, async () => {
+    const receiver = await startReceiver();
+    try {
+      const merchant = await merchantWithPos(lipa, { resultUrl: `${receiver.url}/cb` });
+      const payment = await pay(clientFor(lipa.url, merchant), merchant, `${receiver.url}/cb`);
+      const { event } = await waitForDelivery(
+        lipa.url,
+        merchant.token,
+        payment.paymentIdentifier,
+        `${receiver.url}/cb`,
+        (d) => d.status === 'delivered',
+      );
+      const redeliver = () => call(lipa.url, 'POST', `/api/v1/callbacks/${event.eventId}/redeliver`, { token: merchant.token });
+      await asIfTried(lipa, event.eventId, { attempts: MAX_SENDS_PER_URL - 1 });
+      assert.equal((await redeliver()).status, 202);
+      const { delivery } = await waitForDelivery(
+        lipa.url,
+        merchant.token,
+        payment.paymentIdentifier,
+        `${receiver.url}/cb`,
+        (d) => d.status === 'delivered' && d.attempts === MAX_SENDS_PER_URL,
+      );
+      const sent = receiver.received.length;
+      assertError(await redeliver(), 409, 'redelivery_limit');
+      await sleep(600);
+      assert.equal(receiver.received.length, sent, 'nothing more is sent');
+      const after = await waitForDelivery(lipa.url, merchant.token, payment.paymentIdentifier, `${receiver.url}/cb`, () => true);
+      assert.deepEqual(after.delivery, delivery, 'the delivery is as it was');
     } finally {
       await receiver.close();
     }

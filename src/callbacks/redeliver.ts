@@ -3,6 +3,13 @@ import { lockedRead } from '../db/database.js';
 import { AppError, shown } from '../http/errors.js';
 
 /**
+ * The most times an event is sent to one URL, redeliveries included. Every attempt is kept and
+ * listed by GET /api/v1/callbacks, so this bounds that list (and what one event can send to
+ * an address that may be anyone's): 13 tries and 87 redeliveries.
+ */
+export const MAX_SENDS_PER_URL = 100;
+
+/**
  * Sends a merchant's callback event again, with the same eventId, to every URL it has a
  * delivery for (POST /api/v1/callbacks/{eventId}/redeliver). Another merchant's event is as
  * unknown as one that does not exist.
@@ -27,6 +34,12 @@ export async function redeliverEvent(ctx: AppContext, merchantId: string, eventI
         .where('event_id', '=', eventId)
         .orderBy('id'),
     ).execute();
+    if (deliveries.some((d) => d.attempts >= MAX_SENDS_PER_URL)) {
+      throw new AppError(
+        'redelivery_limit',
+        `This event has been sent ${MAX_SENDS_PER_URL} times to one of its URLs, the most allowed; nothing was sent.`,
+      );
+    }
     for (const d of deliveries) {
       // One more try now; a delivery still retrying keeps the tries it has left, and a
       // failed one (all its tries made) fails again if this one fails too. `attempts`

@@ -47,7 +47,7 @@ export function registerCallbackRoutes(app: App, ctx: AppContext): void {
         security,
         summary: 'Send a callback event again (same eventId), to every URL',
         params: Type.Object({ eventId: Type.String() }),
-        response: { 202: Type.Object({ eventId: Type.String(), status: Type.Literal('pending') }), ...errors(401, 403, 404, 429) },
+        response: { 202: Type.Object({ eventId: Type.String(), status: Type.Literal('pending') }), ...errors(401, 403, 404, 409, 429) },
       },
     },
     async (request, reply) => {

@@ -39,6 +39,7 @@ const STATUS = {
   test_payer_without_money: 409,
   too_many_keys: 409,
   too_many_points_of_sale: 409,
+  redelivery_limit: 409,
   rate_limited: 429,
   internal_error: 500,
   not_ready: 503,
