@@ -55,6 +55,16 @@ export function lockedRead<Q extends { forUpdate(): Q }>(dialect: Dialect, query
 }
 
 /**
+ * lockedRead for a row whose key the unit does not change: `FOR NO KEY UPDATE`, which waits
+ * for and holds off the same lock and any update of the row, but not the inserts of rows that
+ * reference it (their foreign key's `FOR KEY SHARE`): a merchant's row held so stops none of
+ * its payments from being created.
+ */
+export function lockedReadNoKey<Q extends { forNoKeyUpdate(): Q }>(dialect: Dialect, query: Q): Q {
+  return dialect === 'postgres' ? query.forNoKeyUpdate() : query;
+}
+
+/**
  * The rows a worker claims (a lease it then sets): on PostgreSQL `SELECT … FOR UPDATE SKIP
  * LOCKED`, so that what it read is what it updates (not a version another instance has since
  * changed), and a row another session holds is left for a later round rather than waited

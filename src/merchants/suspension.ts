@@ -1,5 +1,5 @@
 import type { AppContext } from '../context.js';
-import { lockedRead, type Tx } from '../db/database.js';
+import { lockedReadNoKey, type Tx } from '../db/database.js';
 import { AppError, shown } from '../http/errors.js';
 import { isoTimeOrNull } from '../http/time.js';
 import { countMessageStatus } from '../ops/counters.js';
@@ -80,7 +80,7 @@ async function merchantView(ctx: AppContext, merchantId: string) {
  * for and seen, or waits for this unit and then undoes what it made.
  */
 export async function assertNotSuspended(ctx: AppContext, tx: Tx, merchantId: string): Promise<void> {
-  const merchant = await lockedRead(
+  const merchant = await lockedReadNoKey(
     ctx.store.dialect,
     tx.selectFrom('merchants').select('suspended_at').where('id', '=', merchantId),
   ).executeTakeFirst();
