@@ -525,6 +525,15 @@ describe('callback delivery: retries, back-off, redelivery, body and signature',
       assert.equal(receiver.received.length, sent, 'nothing more is sent');
       const after = await waitForDelivery(lipa.url, merchant.token, payment.paymentIdentifier, `${receiver.url}/cb`, () => true);
       assert.deepEqual(after.delivery, delivery, 'the delivery is as it was');
+      // A try on the wire counts already: the 100th being sent, a redelivery would be the 101st.
+      await lipa.ctx.store.write((tx) =>
+        tx
+          .updateTable('callback_deliveries')
+          .set({ status: 'pending', attempts: MAX_SENDS_PER_URL - 1, locked_until: Date.now() + 5_000 })
+          .where('event_id', '=', event.eventId)
+          .execute(),
+      );
+      assertError(await redeliver(), 409, 'redelivery_limit');
     } finally {
       await receiver.close();
     }

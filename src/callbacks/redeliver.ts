@@ -34,7 +34,9 @@ export async function redeliverEvent(ctx: AppContext, merchantId: string, eventI
         .where('event_id', '=', eventId)
         .orderBy('id'),
     ).execute();
-    if (deliveries.some((d) => d.attempts >= MAX_SENDS_PER_URL)) {
+    // A try on the wire is not counted in `attempts` until its outcome is recorded.
+    const sends = (d: (typeof deliveries)[number]) => d.attempts + (d.status === 'pending' && d.locked_until > now ? 1 : 0);
+    if (deliveries.some((d) => sends(d) >= MAX_SENDS_PER_URL)) {
       throw new AppError(
         'redelivery_limit',
         `This event has been sent ${MAX_SENDS_PER_URL} times to one of its URLs, the most allowed; nothing was sent.`,
