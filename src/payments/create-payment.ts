@@ -5,15 +5,13 @@ import { lockPhone, type Tx } from '../db/database.js';
 import { hotQuery } from '../db/hot-query.js';
 import type { PaymentTable } from '../db/schema.js';
 import { AppError, assertText, FieldChecks, shown, validationError } from '../http/errors.js';
-import { CURRENCY, toMinorUnits } from '../ledger/money.js';
+import { toMinorUnits } from '../ledger/money.js';
 import { assertHttpUrl } from '../pos/points-of-sale.js';
 import { randomId } from '../security/tokens.js';
 import { paymentPrompt } from '../wallet/prompt.js';
-import { type CreatePaymentBody, MAX_PAYMENT } from './schemas.js';
+import { type CreatePaymentBody, MAX_PAYMENT, SUPPORTED_CURRENCIES } from './schemas.js';
 import { consumeNonce, type Signer } from './signed-request.js';
 import { isDue, movePayment } from './transitions.js';
-
-export const SUPPORTED_CURRENCIES: readonly string[] = [CURRENCY];
 
 type Body = Static<typeof CreatePaymentBody>;
 

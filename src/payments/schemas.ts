@@ -2,6 +2,9 @@ import { Type } from 'typebox';
 import { httpUrl } from '../http/schemas.js';
 import { CURRENCY } from '../ledger/money.js';
 
+/** The currencies a payment may be in (CONTRACT §6: KES only by default). */
+export const SUPPORTED_CURRENCIES: readonly string[] = [CURRENCY];
+
 /** The most one payment may be, in major units (CONTRACT §6). */
 export const MAX_PAYMENT = 250_000;
 
@@ -37,13 +40,13 @@ export const CreatePaymentBody = Type.Object({
  */
 export const CreatePaymentBodyDocumented = Type.Object({
   ...CreatePaymentBody.properties,
-  currency: Type.Unsafe<string>({ type: 'string', enum: [CURRENCY], description: 'ISO 4217 code' }),
+  currency: Type.Unsafe<string>({ type: 'string', enum: [...SUPPORTED_CURRENCIES], description: 'ISO 4217 code' }),
   amount: Type.Unsafe<number>({ type: 'number', minimum: 0, exclusiveMinimum: true, maximum: MAX_PAYMENT, description: AMOUNT }),
   merchantStika: Type.Optional(
     Type.String({
       maxLength: 64,
       pattern: '^[A-Z]{3}_[0-9]+$',
-      description: 'The payment currency, underscore, digits: KES_123456',
+      description: "The payment's own currency (the pattern cannot say so), underscore, digits: KES_123456",
     }),
   ),
   payer: Type.Object({

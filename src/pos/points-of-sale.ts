@@ -101,7 +101,7 @@ export async function createPointOfSale(ctx: AppContext, merchantId: string, bod
       if (Number(n) >= MAX_POINTS_OF_SALE) {
         throw new AppError(
           'too_many_points_of_sale',
-          `You already have ${MAX_POINTS_OF_SALE} points of sale, the most allowed; ask the operator about more.`,
+          `You already have ${MAX_POINTS_OF_SALE} points of sale, the most allowed; register further branches as merchants of their own.`,
         );
       }
       await tx.insertInto('points_of_sale').values(row).execute();
