@@ -201,6 +201,9 @@ export async function checkAgainstOpenApi(
   const operation = checker.operations.find((op) => op.method === wanted && op.pattern.test(pathname));
   const type = mediaType(contentType ?? '');
   const problems: string[] = [];
+  // Every API operation lists 500 (a failure of ours can answer any), but no test expects one
+  // outside the messaging API, whose tests make it on purpose: elsewhere it is a bug.
+  if (status === 500 && !pathname.startsWith('/api/messages')) problems.push('an internal error (500), which no test expects');
   if (!operation) {
     // The web pages and their scripts are not API operations; unknown paths answer 404.
     if (type === 'application/json' && status !== 404 && status !== 405) problems.push('no such operation documented');
