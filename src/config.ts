@@ -3,7 +3,8 @@ import { isIP } from 'node:net';
 import { isSendableAddress } from './messaging/address.js';
 import type { SmppBind } from './messaging/transports/smpp.js';
 import type { MessageIdType } from './messaging/transports/smpp-protocol.js';
-import { isSmppSourceAddr } from './messaging/transports/smpp-url.js';
+import { isSmppSourceAddr, parseSmppUrl } from './messaging/transports/smpp-url.js';
+import { parseSmtpUrl } from './messaging/transports/smtp-url.js';
 
 /** Every setting of CONTRACT §1, parsed once at start. */
 export interface Config {
@@ -94,7 +95,10 @@ export function loadConfig(env: Env = process.env): Config {
   }
 
   const adminToken = env.ADMIN_TOKEN || randomBytes(24).toString('base64url');
-  if (adminToken.length < 16) throw new ConfigError('ADMIN_TOKEN must be at least 16 characters');
+  // It travels in an Authorization header: visible ASCII, no spaces.
+  if (!/^[\x21-\x7e]{16,}$/.test(adminToken)) {
+    throw new ConfigError('ADMIN_TOKEN must be at least 16 characters, each a visible ASCII character (no spaces)');
+  }
 
   return {
     env: lipaEnv,
@@ -120,9 +124,9 @@ export function loadConfig(env: Env = process.env): Config {
     rateLimitAuthIpPerMin: int(env, 'RATE_LIMIT_AUTH_IP_PER_MIN', 300, 1),
     rateLimitKeyPerSec: int(env, 'RATE_LIMIT_KEY_PER_SEC', 100, 1),
     tokenTtlSeconds: int(env, 'TOKEN_TTL_SECONDS', 3600, 1),
-    smtpUrl: transportUrl(env, 'SMTP_URL', ['smtp:', 'smtps:']),
+    smtpUrl: transportUrl(env, 'SMTP_URL'),
     smtpFrom: smtpFrom(env.SMTP_FROM || DEFAULT_SMTP_FROM),
-    smppUrl: transportUrl(env, 'SMPP_URL', ['smpp:', 'smpps:']),
+    smppUrl: transportUrl(env, 'SMPP_URL'),
     smppSourceAddr: smppSourceAddr(env.SMPP_SOURCE_ADDR || 'LIPA'),
     smppSourceTon: byte(env, 'SMPP_SOURCE_TON'),
     smppSourceNpi: byte(env, 'SMPP_SOURCE_NPI'),
@@ -200,17 +204,19 @@ function smtpFrom(value: string): string {
   return value;
 }
 
-function transportUrl(env: Env, name: string, protocols: string[]): string | null {
+/**
+ * SMTP_URL or SMPP_URL, checked at start by the parser its transport uses later, so that a
+ * malformed one (no system_id, a path, bad percent-encoding) is a configuration error before
+ * anything else is done. The parsers' messages name the variable and never repeat a password.
+ */
+function transportUrl(env: Env, name: 'SMTP_URL' | 'SMPP_URL'): string | null {
   const value = env[name];
   if (value === undefined || value === '') return null;
-  let url: URL;
   try {
-    url = new URL(value);
-  } catch {
-    throw new ConfigError(`${name} must be a URL such as ${protocols[0]}//user:password@host:port`);
-  }
-  if (!protocols.includes(url.protocol) || url.hostname === '') {
-    throw new ConfigError(`${name} must start with ${protocols.map((p) => `${p}//`).join(' or ')} and name a host`);
+    if (name === 'SMTP_URL') parseSmtpUrl(value);
+    else parseSmppUrl(value);
+  } catch (error) {
+    throw new ConfigError((error as Error).message);
   }
   return value;
 }
@@ -301,9 +307,12 @@ function masterKey(value: string | undefined): Buffer {
   if (value === undefined || value === '') {
     return createHash('sha256').update(DEV_MASTER_KEY_SEED).digest();
   }
-  const key = /^[0-9a-fA-F]{64}$/.test(value) ? Buffer.from(value, 'hex') : Buffer.from(value, 'base64');
-  if (key.length !== 32) {
-    throw new ConfigError('LIPA_MASTER_KEY must be 32 bytes, as 64 hex digits or base64');
+  // Node's base64 decoder skips what is not base64 (a space, a `!`): the text is checked
+  // whole first, so a mistyped key is refused instead of silently read as another.
+  if (/^[0-9a-fA-F]{64}$/.test(value)) return Buffer.from(value, 'hex');
+  const key = /^[A-Za-z0-9+/]{43}=?$/.test(value) || /^[A-Za-z0-9_-]{43}=?$/.test(value) ? Buffer.from(value, 'base64') : null;
+  if (key?.length !== 32) {
+    throw new ConfigError('LIPA_MASTER_KEY must be 32 bytes, as 64 hex digits or base64 (44 characters, or base64url)');
   }
   return key;
 }

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { Agent, request as httpRequest } from 'node:http';
 import { connect, createServer } from 'node:net';
@@ -198,6 +199,53 @@ describe('the service process', () => {
     ]) {
       assert.throws(() => loadConfig({ SMTP_FROM: bad }), /^Error: SMTP_FROM must be an email address/, bad);
     }
+  });
+
+  test('SMTP_URL and SMPP_URL are checked whole at start, by the parsers their transports use, before the database is touched', () => {
+    for (const [env, why] of [
+      [{ SMPP_URL: 'smpp://127.0.0.1:2775' }, /^Error: SMPP_URL has no system_id/],
+      [{ SMPP_URL: 'smpp://sys:pw@smsc.example/path' }, /^Error: SMPP_URL must not have a path, query or fragment/],
+      [{ SMPP_URL: 'smpp://sys:pw%zz@smsc.example' }, /^Error: SMPP_URL has a badly percent-encoded system_id or password/],
+      [{ SMTP_URL: 'smtp://mail.example/path' }, /^Error: SMTP_URL must not have a path, query or fragment/],
+      [{ SMTP_URL: 'smtp://u:p%zz@mail.example' }, /^Error: SMTP_URL has a badly percent-encoded user or password/],
+      [{ SMTP_URL: 'http://mail.example' }, /^Error: SMTP_URL must start with smtp:\/\//],
+    ] as const) {
+      assert.throws(() => loadConfig(env), why, JSON.stringify(env));
+    }
+    // The password is never repeated.
+    assert.throws(
+      () => loadConfig({ SMPP_URL: 'smpp://sys:s3cret@smsc.example/x' }),
+      (error: Error) => !error.message.includes('s3cret'),
+    );
+    // One line at start, before any database: this one does not exist and is never created.
+    const dir = join(tmpdir(), `lipa-never-${randomUUID()}`);
+    const result = runToExit({ SMPP_URL: 'smpp://127.0.0.1:2775', DATABASE_URL: `file:${dir}/lipa.sqlite` });
+    assert.equal(result.status, 1, result.stderr);
+    assert.equal(result.stderr.trim().split('\n').length, 1, result.stderr);
+    assert.match(result.stderr, /SMPP_URL has no system_id/);
+    assert.doesNotMatch(result.stderr, /cannot start/);
+    assert.equal(existsSync(dir), false, 'no database was made');
+  });
+
+  test('LIPA_MASTER_KEY is 64 hex digits or exactly base64 of 32 bytes; ADMIN_TOKEN is 16 or more visible ASCII characters', () => {
+    const key = randomBytes(32);
+    for (const good of [key.toString('hex'), key.toString('base64'), key.toString('base64').replace(/=$/, ''), key.toString('base64url')]) {
+      assert.deepEqual(loadConfig({ LIPA_MASTER_KEY: good }).masterKey, key, good);
+    }
+    const base64 = key.toString('base64');
+    // Node's decoder would skip the stray characters and read another key.
+    for (const bad of [
+      `${base64.slice(0, 10)}!!!!${base64.slice(10)}`,
+      `${base64.slice(0, 10)} ${base64.slice(10)}`,
+      'ab'.repeat(31),
+      key.toString('base64').slice(0, 40),
+    ]) {
+      assert.throws(() => loadConfig({ LIPA_MASTER_KEY: bad }), /^Error: LIPA_MASTER_KEY must be 32 bytes/, bad);
+    }
+    for (const bad of ['😀'.repeat(8), 'sixteen chars ok', 'short']) {
+      assert.throws(() => loadConfig({ ADMIN_TOKEN: bad }), /^Error: ADMIN_TOKEN must be at least 16 characters/, bad);
+    }
+    assert.equal(loadConfig({ ADMIN_TOKEN: 'x'.repeat(16) }).adminToken, 'x'.repeat(16));
   });
 
   test('a malformed setting is named', () => {

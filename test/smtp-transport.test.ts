@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { type AddressInfo, createServer as createTcpServer, type Socket } from 'node:net';
 import { describe, type TestContext, test } from 'node:test';
-import { parseSmtpUrl, SmtpTransport, type SmtpTransportOptions } from '../src/messaging/transports/smtp.js';
+import { SmtpTransport, type SmtpTransportOptions } from '../src/messaging/transports/smtp.js';
+import { parseSmtpUrl } from '../src/messaging/transports/smtp-url.js';
 import { type OutboundEmail, PermanentSendError, TransientSendError, TransportClosedError } from '../src/messaging/transports/transport.js';
 import { type SmtpPeer, type SmtpPeerOptions, startSmtpPeer } from './helpers/smtp-peer.js';
 
