@@ -312,7 +312,9 @@ function masterKey(value: string | undefined): Buffer {
   if (/^[0-9a-fA-F]{64}$/.test(value)) return Buffer.from(value, 'hex');
   const key = /^[A-Za-z0-9+/]{43}=?$/.test(value) || /^[A-Za-z0-9_-]{43}=?$/.test(value) ? Buffer.from(value, 'base64') : null;
   if (key?.length !== 32) {
-    throw new ConfigError('LIPA_MASTER_KEY must be 32 bytes, as 64 hex digits or base64 (44 characters, or base64url)');
+    throw new ConfigError(
+      'LIPA_MASTER_KEY must be 32 bytes, as 64 hex digits or base64 (44 characters, or base64url); a key that started before with characters that are not base64 (a space) is the same key without them',
+    );
   }
   return key;
 }
