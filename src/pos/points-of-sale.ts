@@ -10,8 +10,9 @@ import type { PosBody } from './schemas.js';
 
 /**
  * The most points of sale a merchant may register. Their list has no paging (CONTRACT §4: it
- * lists the merchant's own), so this bounds its answer (~500 KiB at most); a chain with more
- * tills than this registers its branches as merchants of their own.
+ * lists the merchant's own), so this bounds its answer: ~500 KiB for usual fields, a few MiB
+ * with every URL at its 2,048 characters. A chain with more tills than this registers its
+ * branches as merchants of their own.
  */
 export const MAX_POINTS_OF_SALE = 1000;
 
