@@ -383,16 +383,21 @@ describe('payment request validation', () => {
   }
 
   test('several fields wrong at once → one 422 naming each of them, the first in the message', async () => {
+    // A URL that is not http(s) is one of CONTRACT §6's rules too: it hides none of the others.
     const body = withField(
-      withField(withField(withField(base(), 'currency', 'USD'), 'amount', 1.005), 'payer.value', '+254708123456'),
-      'description',
-      'Two\u001b[2J items',
+      withField(
+        withField(withField(withField(base(), 'currency', 'USD'), 'amount', 1.005), 'payer.value', '+254708123456'),
+        'description',
+        'Two\u001b[2J items',
+      ),
+      'urls.callbackUrl',
+      'ftp://shop.example/cb',
     );
     const reply = await create(client, body);
     assert.equal(reply.status, 422, JSON.stringify(reply.body));
     assert.equal(reply.body.error.code, 'validation_failed');
     const fields = (reply.body.error.details as { field: string }[]).map((d) => d.field);
-    assert.deepEqual(fields, ['currency', 'amount', 'description', 'payer.value']);
+    assert.deepEqual(fields, ['currency', 'amount', 'description', 'payer.value', 'urls.callbackUrl']);
     assert.equal(reply.body.error.message, `currency ${reply.body.error.details[0].message}`);
   });
 

@@ -239,7 +239,8 @@ describe('points of sale (endpoint 4)', () => {
       alice.token,
       posBody(alice.merchantId, randomUUID(), {
         posCompanyName: '   ',
-        website: 'https:///x',
+        description: 'Two\u001b[2J tills',
+        website: 'ftp://shop.example',
         resultUrl: 'https://shop.example:0/cb',
         serverUrl: 'https://user:pw@shop.example',
       }),
@@ -247,9 +248,16 @@ describe('points of sale (endpoint 4)', () => {
     assertError(reply, 422, 'validation_failed');
     assert.deepEqual(
       reply.body.error.details.map((d: { field: string }) => d.field),
-      ['categoryId', 'posCompanyName', 'website', 'resultUrl', 'serverUrl'],
+      ['categoryId', 'posCompanyName', 'description', 'website', 'resultUrl', 'serverUrl'],
       reply.text,
     );
+    assert.deepEqual(reply.body.error.details[3], { field: 'website', message: 'must be an absolute http(s) URL' });
+    // Each other form of a URL that is not an absolute http(s) one is refused alike.
+    for (const website of ['https:///x', 'not a url', 'http://shop.example/a b', 'mailto:shop@example.com']) {
+      const refused = await createPos(lipa, alice.token, posBody(alice.merchantId, category, { website }));
+      assertError(refused, 422, 'validation_failed');
+      assert.deepEqual(refused.body.error.details, [{ field: 'website', message: 'must be an absolute http(s) URL' }], website);
+    }
   });
 
   test('no token or a garbage token answers 401; nothing is created', async () => {

@@ -169,7 +169,6 @@ export function sendError(reply: FastifyReply, error: AppError): FastifyReply {
 
 /** What the schemas' formats ask for, in words rather than a JSON-schema keyword. */
 const FORMAT_SAYS: Record<string, string> = {
-  uri: 'must be an absolute http(s) URL',
   email: 'must be an email address',
   uuid: 'must be a UUID',
 };

@@ -1,5 +1,5 @@
 import { Type } from 'typebox';
-import { httpUrl } from '../http/schemas.js';
+import { httpUrl, httpUrlDocumented } from '../http/schemas.js';
 import { CURRENCY } from '../ledger/money.js';
 
 /** The currencies a payment may be in (CONTRACT §6: KES only by default). */
@@ -9,6 +9,8 @@ export const SUPPORTED_CURRENCIES: readonly string[] = [CURRENCY];
 export const MAX_PAYMENT = 250_000;
 
 const AMOUNT = 'Major units, > 0, at most 2 decimals, at most 250000';
+const CALLBACK_URL = 'Receives the signed payment.status_changed callbacks';
+const SUCCESS_REDIRECT_URL = 'Where the hosted payment page sends the consumer after success';
 
 /** Endpoint 5's body. Required and optional fields as CONTRACT §6 decides. */
 export const CreatePaymentBody = Type.Object({
@@ -27,14 +29,14 @@ export const CreatePaymentBody = Type.Object({
     value: Type.String({ description: 'Phone digits with country code, no plus: 8 to 15 digits' }),
   }),
   urls: Type.Object({
-    callbackUrl: httpUrl('Receives the signed payment.status_changed callbacks'),
-    successRedirectUrl: Type.Optional(httpUrl('Where the hosted payment page sends the consumer after success')),
+    callbackUrl: httpUrl(CALLBACK_URL),
+    successRedirectUrl: Type.Optional(httpUrl(SUCCESS_REDIRECT_URL)),
   }),
 });
 
 /**
  * The same body as /openapi.json describes it: with the amount's bounds (OpenAPI 3.0's form),
- * the supported currency, and the forms of merchantStika and the payer, so that a client made
+ * the supported currency, and the forms of merchantStika, the payer and the URLs, so that a client made
  * from the description sends what the service takes. The handler checks these rather than the
  * schema validator, so that one 422 names every field at fault.
  */
@@ -52,6 +54,10 @@ export const CreatePaymentBodyDocumented = Type.Object({
   payer: Type.Object({
     method: Type.Unsafe<string>({ type: 'string', enum: ['phone'] }),
     value: Type.String({ pattern: '^[0-9]{8,15}$', description: 'Phone digits with country code, no plus: 8 to 15 digits' }),
+  }),
+  urls: Type.Object({
+    callbackUrl: httpUrlDocumented(CALLBACK_URL),
+    successRedirectUrl: Type.Optional(httpUrlDocumented(SUCCESS_REDIRECT_URL)),
   }),
 });
 

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { fullFormats } from 'ajv-formats/dist/formats.js';
 import type { Static } from 'typebox';
 import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/database.js';
@@ -32,8 +33,13 @@ export function toPointOfSale(row: PointOfSaleTable) {
   };
 }
 
+const isUri = fullFormats.uri as (value: string) => boolean;
+
 /** An absolute http(s) URL with a host; production accepts https only for callback targets. */
 export function assertHttpUrl(ctx: AppContext, field: string, value: string, callbackTarget: boolean): void {
+  // RFC 3986's syntax first (what JSON Schema's `uri` format checks): WHATWG URL parsing
+  // would take and quietly encode spaces, quotes or brackets.
+  if (!isUri(value)) throw validationError(field, 'must be an absolute http(s) URL');
   let url: URL;
   try {
     url = new URL(value);

@@ -4,7 +4,7 @@ import { principalOf, requireSession } from '../http/bearer.js';
 import { bearerAuth, errors } from '../http/schemas.js';
 import type { App } from '../http/types.js';
 import { createPointOfSale, listPointsOfSale } from './points-of-sale.js';
-import { PointOfSale, PosBody } from './schemas.js';
+import { PointOfSale, PosBody, PosBodyDocumented } from './schemas.js';
 
 /** Endpoint 4 and the merchant's list of its points of sale. */
 export function registerPosRoutes(app: App, ctx: AppContext): void {
@@ -15,6 +15,7 @@ export function registerPosRoutes(app: App, ctx: AppContext): void {
     '/api/v1/points-of-sale',
     {
       ...common,
+      config: { bodyDocs: PosBodyDocumented },
       schema: {
         tags,
         security: bearerAuth,
