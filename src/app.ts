@@ -55,8 +55,10 @@ export async function buildApp(ctx: AppContext): Promise<App> {
       const described = route.config?.bodyDocs ? { ...schema, body: route.config.bodyDocs } : schema;
       const takesBody = [route.method].flat().some((m) => BODY_METHODS.has(m));
       const body = !takesBody ? {} : route.config?.signed ? errors(413, 422) : errors(413, 415, 422);
+      // A NUL (%00) in any query value of an API route (the signed ones read no query).
+      const query = url.startsWith('/api/') && !route.config?.signed ? errors(422) : {};
       const ours = errors(500, 503);
-      return { schema: { ...described, response: { ...ours, ...body, ...(schema.response as object) } }, url };
+      return { schema: { ...described, response: { ...ours, ...query, ...body, ...(schema.response as object) } }, url };
     },
     // @fastify/swagger marks every body required; a body that may be null may also be left out.
     transformObject: (document) => {

@@ -319,6 +319,14 @@ describe('HTTP hygiene', () => {
     const query = await call(lipa.url, 'GET', '/api/v1/callbacks?paymentIdentifier=pay%00x', { headers: bearer });
     assert.equal(query.status, 422, query.text);
     assert.equal(query.body.error.details[0].field, 'paymentIdentifier');
+    // Also a parameter the route does not read (the harness checks /openapi.json lists the 422).
+    const ignored = await call(lipa.url, 'GET', '/api/v1/me?x=%00', { headers: bearer });
+    assert.equal(ignored.status, 422, ignored.text);
+    assert.equal(ignored.body.error.details[0].field, 'x');
+    // The messaging API's own 400.
+    const lookup = await call(lipa.url, 'GET', '/api/messages/msg?x=%00', { headers: { api_key: messagingKey.body.apiKey } });
+    assert.equal(lookup.status, 400, lookup.text);
+    assert.equal(lookup.body.error_code, 'bad_request');
     // Authentication still comes first; on a signed endpoint, the signature.
     assert.equal((await call(lipa.url, 'DELETE', '/api/v1/api-keys/key%00x')).status, 401);
     const signed = await call(lipa.url, 'POST', '/api/public/v1/merchant-payments?x=%00', { body: {} });
@@ -519,10 +527,19 @@ describe('HTTP hygiene', () => {
     assert.deepEqual(Object.keys(messaging).sort(), ['200', '201', '400', '401', '429', '500']);
     assert.deepEqual(Object.keys(messaging['201'].content['application/json'].schema.properties).sort(), ['data', 'message']);
     const lookup = openapi.body.paths['/api/messages/{message_id}'].get.responses;
-    assert.deepEqual(Object.keys(lookup).sort(), ['200', '401', '403', '404', '429', '500']);
+    assert.deepEqual(Object.keys(lookup).sort(), ['200', '400', '401', '403', '404', '429', '500']);
     const docs = await fetch(`${lipa.url}/docs/`);
     assert.equal(docs.status, 200);
     assert.match(await docs.text(), /swagger/i);
+  });
+
+  test('a path under /docs that names no file is 404, also with dot segments, a NUL or a long name', async () => {
+    for (const path of ['/docs/static/..', '/docs/static/%2e', '/docs/static/x%00y', `/docs/static/${'a'.repeat(5000)}`]) {
+      // Written as it is: fetch would resolve the dot segments before sending.
+      const answer = await sendBytes(lipa.url, `GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+      assert.ok(answer.startsWith('HTTP/1.1 404 '), `${path}: ${answer.slice(0, 300)}`);
+      assert.equal(JSON.parse(answer.split('\r\n\r\n')[1] ?? '').error.code, 'not_found', path);
+    }
   });
 
   test('API answers are not cached and not sniffed', async () => {
@@ -590,6 +607,10 @@ describe('authentication comes before the body', () => {
       assert.equal(reply.status, 404, `${path}: ${reply.text}`);
       assert.equal(reply.body.error.code, 'not_found', path);
       assert.ok(reply.headers.get('x-request-id'), 'the request id is still set');
+      // The headers of every answer, though no hook ran.
+      assert.equal(reply.headers.get('x-content-type-options'), 'nosniff', path);
+      assert.equal(reply.headers.get('referrer-policy'), 'no-referrer', path);
+      assert.equal(reply.headers.get('cache-control'), path.startsWith('/api/') ? 'no-store' : null, path);
     }
     // Endpoint 8 authenticates first, whatever its id: no key or a wrong one is 401, a good one 404.
     for (const headers of [{}, { api_key: 'wrong' }] as Array<Record<string, string>>) {
@@ -602,6 +623,8 @@ describe('authentication comes before the body', () => {
     const message = await call(lipa.url, 'GET', '/api/messages/%zz', { headers: { api_key: key.body.apiKey } });
     assert.equal(message.status, 404, message.text);
     assert.deepEqual(message.body, { message: 'Message not found.', error_code: 'not_found' });
+    assert.equal(message.headers.get('cache-control'), 'no-store');
+    assert.equal(message.headers.get('x-content-type-options'), 'nosniff');
     // Anything else under it is no endpoint, in the messaging shape.
     const post = await call(lipa.url, 'POST', '/api/messages/%zz', { body: {} });
     assert.deepEqual(post.body, {

@@ -129,15 +129,18 @@ describe('pages: /pay and /wallet', () => {
   });
 
   test('an unknown payment is a 404 page with the same CSP, and a 404 status', async () => {
-    for (const id of ['pay_0000000000000000000000000000000000000000000', 'nope', '%3Cscript%3Ealert(1)%3C%2Fscript%3E']) {
+    const long = 'x'.repeat(201);
+    for (const id of ['pay_0000000000000000000000000000000000000000000', 'nope', '%3Cscript%3Ealert(1)%3C%2Fscript%3E', long]) {
       const reply = await call(lipa.url, 'GET', `/pay/${id}`);
       assertStrictPage(reply, 404);
       assert.match(reply.text, /Payment not found/);
       assert.ok(!reply.text.includes('<script>alert'));
     }
-    const status = await call(lipa.url, 'GET', '/pay/pay_0000000000000000000000000000000000000000000/status');
-    assert.equal(status.status, 404);
-    assert.equal(status.body.error.code, 'not_found');
+    for (const id of ['pay_0000000000000000000000000000000000000000000', long]) {
+      const status = await call(lipa.url, 'GET', `/pay/${id}/status`);
+      assert.equal(status.status, 404, status.text);
+      assert.equal(status.body.error.code, 'not_found');
+    }
   });
 
   test('a page the database cannot serve is a page too: 503 with Retry-After, not a JSON body', async () => {

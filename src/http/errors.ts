@@ -291,7 +291,9 @@ export function toAppError(error: FastifyError | Error): AppError {
     // JSON syntax errors and __proto__ / constructor.prototype keys (refused by the parser).
     return notJson(error);
   }
-  if (fastifyError.statusCode === 404) return new AppError('not_found', 'Not found.');
+  // @fastify/static (behind /docs) refuses a path with dot segments, a NUL or a name too long
+  // with 403: it names no file, so it is the 404 of any path that serves nothing.
+  if (fastifyError.statusCode === 404 || fastifyError.code === 'FST_STATIC_FORBIDDEN_PATH') return new AppError('not_found', 'Not found.');
   if (fastifyError.statusCode === 413) return tooLarge();
   if (fastifyError.statusCode === 415) return new AppError('unsupported_media_type', 'Send the body as application/json.');
   if (fastifyError.statusCode === 400) return new AppError('invalid_json', error.message);

@@ -111,6 +111,14 @@ export function refuseRequests(app: App): void {
 
 export function createServer(logger: FastifyBaseLogger, options: ServerOptions = {}): App {
   const faulted = new WeakSet<Duplex>();
+  /** The headers of every answer, whether a route's, a hook's or the router's refusal. */
+  const commonHeaders = (request: FastifyRequest, reply: FastifyReply): void => {
+    reply.header('x-request-id', request.id);
+    reply.header('x-content-type-options', 'nosniff');
+    reply.header('referrer-policy', 'no-referrer');
+    if (options.strictTransport) reply.header('strict-transport-security', 'max-age=31536000');
+    if (request.url.startsWith('/api/')) reply.header('cache-control', 'no-store');
+  };
   const app = Fastify({
     loggerInstance: logger,
     bodyLimit: BODY_LIMIT,
@@ -120,7 +128,7 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
     routerOptions: { maxParamLength: 16 * 1024 },
     // Errors the router raises before any hook also get the error body of the API asked.
     frameworkErrors: (error, request, reply) => {
-      reply.header('x-request-id', request.id);
+      commonHeaders(request, reply);
       if (error.code !== 'FST_ERR_BAD_URL' && error.statusCode !== 404) {
         request.log.error({ err: error }, 'router failed');
         return sendError(reply, new AppError('internal_error', 'Something went wrong on our side; retry later.'));
@@ -278,11 +286,7 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
 
   // Every request passes here: a callback hook, which costs Fastify less than an async one.
   app.addHook('onRequest', (request, reply, done) => {
-    reply.header('x-request-id', request.id);
-    reply.header('x-content-type-options', 'nosniff');
-    reply.header('referrer-policy', 'no-referrer');
-    if (options.strictTransport) reply.header('strict-transport-security', 'max-age=31536000');
-    if (request.url.startsWith('/api/')) reply.header('cache-control', 'no-store');
+    commonHeaders(request, reply);
     // Stopping: nothing of the request is done (its nonce is not used up), and the connection
     // closes so that the client's next try opens a new one, to another instance or a restart.
     if (closing) {

@@ -157,6 +157,7 @@ export const messagingResponseDocs: Record<'send' | 'lookup', Record<number, TSc
   },
   lookup: {
     200: Type.Object({ data: StoredMessage }, { description: 'The message' }),
+    400: Refused('Malformed request: an Expect other than 100-continue, or a query value with a NUL (%00)'),
     401: Type.Object({ message: Type.Literal('Authentication failed'), reason: Type.String() }, { description: 'Missing or bad api_key' }),
     403: Type.Object({ message: Type.String() }, { description: "Another account's message" }),
     404: Type.Object({ message: Type.String(), error_code: Type.Literal('not_found') }, { description: 'Unknown message' }),

@@ -160,7 +160,8 @@ function unavailablePage(): string {
   });
 }
 
-const PayParams = Type.Object({ paymentIdentifier: Type.String({ maxLength: 200 }) });
+// No length limit: an id of any length that is not a payment's is a 404 (findPagePayment checks its form).
+const PayParams = Type.Object({ paymentIdentifier: Type.String() });
 
 export const PayStatus = Type.Object({
   status: PaymentStatusSchema,
@@ -183,7 +184,7 @@ function secondsLeft(ctx: AppContext, p: Pick<PaymentTable, 'expires_at'>, statu
 /** The hosted payment page (CONTRACT §10) and the status its script polls. Public: the identifier is unguessable. */
 export function registerPayPages(app: App, ctx: AppContext): void {
   // A browser asked for a page: a failure on our side is a page too (with the API's status and
-  // Retry-After), not a JSON body; a refused request (a too-long id) keeps the error body.
+  // Retry-After), not a JSON body; a refused request (a body that is not JSON) keeps the error body.
   const pageErrorHandler = (error: Error, request: FastifyRequest, reply: FastifyReply) => {
     const refusal = toAppError(error);
     if (refusal.status < 500) return errorHandler(error as FastifyError, request, reply);
