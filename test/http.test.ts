@@ -522,6 +522,16 @@ describe('HTTP hygiene', () => {
     assert.deepEqual(createBody.properties.payer.properties.method.enum, ['phone']);
     assert.equal(createBody.properties.payer.properties.value.pattern, '^[0-9]{8,15}$');
     assert.deepEqual(createBody.properties.payer.required.sort(), ['method', 'value']);
+    const url = { format: 'uri', pattern: '^[hH][tT][tT][pP][sS]?://' };
+    for (const name of ['callbackUrl', 'successRedirectUrl']) {
+      const { format, pattern } = createBody.properties.urls.properties[name];
+      assert.deepEqual({ format, pattern }, url, name);
+    }
+    const posBody = openapi.body.paths['/api/v1/points-of-sale'].post.requestBody.content['application/json'].schema;
+    for (const name of ['website', 'resultUrl', 'serverUrl']) {
+      const { format, pattern } = posBody.properties[name];
+      assert.deepEqual({ format, pattern }, url, name);
+    }
     // The messaging API's answers are described, though they are sent without response schemas.
     const messaging = openapi.body.paths['/api/messages'].post.responses;
     assert.deepEqual(Object.keys(messaging).sort(), ['200', '201', '400', '401', '429', '500']);

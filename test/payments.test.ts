@@ -360,6 +360,8 @@ describe('payment request validation', () => {
     { name: 'callbackUrl with no host before its path', path: 'urls.callbackUrl', value: 'https:///lipa/callback' },
     { name: 'callbackUrl with a backslash for its host', path: 'urls.callbackUrl', value: 'https://\\duka.example/callback' },
     { name: 'callbackUrl on port 0', path: 'urls.callbackUrl', value: 'https://duka.example:0/callback' },
+    { name: 'callbackUrl without // before its host', path: 'urls.callbackUrl', value: 'https:duka.example/callback' },
+    { name: 'callbackUrl with one / before its host', path: 'urls.callbackUrl', value: 'http:/duka.example/callback' },
     { name: 'relative successRedirectUrl', path: 'urls.successRedirectUrl', value: '/thanks' },
     // Text: a reference is one line; free text may have line breaks, no other control characters.
     { name: 'orderId with a line feed', path: 'orderId', value: 'order-1\nX' },

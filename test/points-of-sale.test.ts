@@ -93,6 +93,8 @@ describe('points of sale (endpoint 4)', () => {
     const body = posBody(victim.merchantId, category);
     const reply = await createPos(lipa, mallory.token, body);
     assertError(reply, 403, 'forbidden');
+    // Before the rules of the values: another merchant's point of sale is not the caller's to make.
+    assertError(await createPos(lipa, mallory.token, { ...body, website: 'ftp://shop.example' }), 403, 'forbidden');
 
     assert.deepEqual((await listPos(lipa, victim.token)).body, []);
     assert.deepEqual((await listPos(lipa, mallory.token)).body, []);
@@ -253,7 +255,15 @@ describe('points of sale (endpoint 4)', () => {
     );
     assert.deepEqual(reply.body.error.details[3], { field: 'website', message: 'must be an absolute http(s) URL' });
     // Each other form of a URL that is not an absolute http(s) one is refused alike.
-    for (const website of ['https:///x', 'not a url', 'http://shop.example/a b', 'mailto:shop@example.com']) {
+    for (const website of [
+      'https:///x',
+      'https:shop.example',
+      'http:/shop.example',
+      'http:.//shop.example',
+      'not a url',
+      'http://shop.example/a b',
+      'mailto:shop@example.com',
+    ]) {
       const refused = await createPos(lipa, alice.token, posBody(alice.merchantId, category, { website }));
       assertError(refused, 422, 'validation_failed');
       assert.deepEqual(refused.body.error.details, [{ field: 'website', message: 'must be an absolute http(s) URL' }], website);

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { fullFormats } from 'ajv-formats/dist/formats.js';
+import addFormats from 'ajv-formats';
 import type { Static } from 'typebox';
 import type { AppContext } from '../context.js';
 import { isUniqueViolation } from '../db/database.js';
@@ -33,7 +33,11 @@ export function toPointOfSale(row: PointOfSaleTable) {
   };
 }
 
-const isUri = fullFormats.uri as (value: string) => boolean;
+// JSON Schema's `uri` format as ajv checks it (its "full" mode, Fastify's default). The
+// package is CommonJS: its plugin, with `get`, is the module's `default`.
+const uriFormat = addFormats.default.get('uri', 'full');
+if (typeof uriFormat !== 'function') throw new Error("ajv-formats' uri format is no longer a function");
+const isUri: (value: string) => boolean = uriFormat;
 
 /** An absolute http(s) URL with a host; production accepts https only for callback targets. */
 export function assertHttpUrl(ctx: AppContext, field: string, value: string, callbackTarget: boolean): void {
@@ -46,8 +50,9 @@ export function assertHttpUrl(ctx: AppContext, field: string, value: string, cal
   } catch {
     throw validationError(field, 'must be an absolute http(s) URL');
   }
-  // `http:///cb` and `http://\cb` parse, with the host `cb` the text does not show as one.
-  if ((url.protocol !== 'https:' && url.protocol !== 'http:') || url.hostname === '' || /^[a-z]+:\/\/[/\\]/i.test(value)) {
+  // The host right after `//`: `http:shop.example`, `http:/shop.example`, `http:///cb` and
+  // `http://\cb` parse, with a host the text does not show as one.
+  if ((url.protocol !== 'https:' && url.protocol !== 'http:') || url.hostname === '' || !/^https?:\/\/[^/\\]/i.test(value)) {
     throw validationError(field, 'must be an absolute http(s) URL');
   }
   // Nothing listens on port 0: a callback there would go to the scheme's own port instead.

@@ -184,7 +184,8 @@ function secondsLeft(ctx: AppContext, p: Pick<PaymentTable, 'expires_at'>, statu
 /** The hosted payment page (CONTRACT §10) and the status its script polls. Public: the identifier is unguessable. */
 export function registerPayPages(app: App, ctx: AppContext): void {
   // A browser asked for a page: a failure on our side is a page too (with the API's status and
-  // Retry-After), not a JSON body; a refused request (a body that is not JSON) keeps the error body.
+  // Retry-After), not a JSON body. A refusal (none is expected: the id is not checked by a
+  // schema) would keep the error body.
   const pageErrorHandler = (error: Error, request: FastifyRequest, reply: FastifyReply) => {
     const refusal = toAppError(error);
     if (refusal.status < 500) return errorHandler(error as FastifyError, request, reply);
