@@ -544,11 +544,15 @@ describe('HTTP hygiene', () => {
   });
 
   test('a path under /docs that names no file is 404, also with dot segments, a NUL or a long name', async () => {
-    for (const path of ['/docs/static/..', '/docs/static/%2e', '/docs/static/x%00y', `/docs/static/${'a'.repeat(5000)}`]) {
+    const paths = ['/docs/static/..', '/docs/static/%2e', '/docs/static/x%00y', `/docs/static/${'a'.repeat(5000)}`, '/docs/static/.env'];
+    for (const path of [...paths, '/docs/static/nothing.js']) {
       // Written as it is: fetch would resolve the dot segments before sending.
       const answer = await sendBytes(lipa.url, `GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
-      assert.ok(answer.startsWith('HTTP/1.1 404 '), `${path}: ${answer.slice(0, 300)}`);
-      assert.equal(JSON.parse(answer.split('\r\n\r\n')[1] ?? '').error.code, 'not_found', path);
+      const [head = '', body = ''] = answer.split('\r\n\r\n');
+      assert.ok(head.startsWith('HTTP/1.1 404 '), `${path}: ${answer.slice(0, 300)}`);
+      // The route takes GET: it found nothing to serve, so no Allow saying the method it was sent.
+      assert.doesNotMatch(head, /\r\nAllow:/i, path);
+      assert.deepEqual(JSON.parse(body).error, { code: 'not_found', message: 'Not found.' }, path);
     }
   });
 

@@ -259,6 +259,8 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
   const notFound = (request: FastifyRequest, reply: FastifyReply): FastifyReply => {
     const path = pathOf(request.url);
     const allowed = METHODS.filter((m) => known.find(m, path) !== null);
+    // The route takes the method but had nothing to serve (a file under /docs that is not there).
+    if ((allowed as readonly string[]).includes(request.method)) return sendError(reply, new AppError('not_found', 'Not found.'));
     if (allowed.length > 0) reply.header('allow', allowed.join(', '));
     const hint = allowed.length > 0 ? ` ${shown(path)} takes ${allowed.join(', ')}.` : '';
     const message = `No endpoint ${request.method} ${shown(path)}.${hint}`;
