@@ -194,6 +194,32 @@ describe('HTTP hygiene', () => {
     assert.match(goOn, /^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 422 /, goOn);
   });
 
+  test('two Content-Type headers are 400 malformed_request (the messaging API: its 400), before the body is read', async () => {
+    for (const [first, second] of [
+      ['application/json', 'text/plain'],
+      ['application/json', 'application/json'],
+    ]) {
+      const answer = await sendRaw(
+        `POST /api/v1/authorization HTTP/1.1\r\nHost: x\r\nContent-Type: ${first}\r\ncontent-type: ${second}\r\nContent-Length: 2\r\n\r\n{}`,
+      );
+      assertMalformed(answer, 'The request must have at most one Content-Type header.');
+    }
+    const messaging = await sendRaw(
+      'POST /api/messages HTTP/1.1\r\nHost: x\r\napi_key: k\r\nContent-Type: application/json\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}',
+    );
+    assert.match(messaging, /^HTTP\/1\.1 400 Bad Request\r\n/, messaging);
+    assert.deepEqual(JSON.parse(messaging.split('\r\n\r\n')[1] ?? ''), {
+      status: 'error',
+      message: 'The request must have at most one Content-Type header.',
+      error_code: 'bad_request',
+    });
+    // One is answered as usual.
+    const one = await sendRaw(
+      'POST /api/v1/authorization HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}',
+    );
+    assert.match(one, /^HTTP\/1\.1 422 /, one);
+  });
+
   test('CONNECT is 404 in the error body: the service is not a proxy', async () => {
     const answer = await sendRaw('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n');
     assertRawError(answer, '404 Not Found', 'not_found', 'No endpoint CONNECT example.com:443: this service is not a proxy.');

@@ -38,11 +38,12 @@ const CHARSET = /;\s*charset=([^;\s]*)/i;
 const UTF8_NAMES = new Set(['utf-8', 'utf8', 'unicode-1-1-utf-8', 'us-ascii', 'ascii']);
 
 /** How many Host headers a request has (Node keeps only the first in `headers`). */
-function hostCount(rawHeaders: string[]): number {
+/** How many times a request sends the header `lowerName` (Node keeps only the first of some). */
+function headerCount(rawHeaders: string[], lowerName: string): number {
   let count = 0;
   for (let i = 0; i < rawHeaders.length; i += 2) {
     const name = rawHeaders[i] as string;
-    if (name.length === 4 && name.toLowerCase() === 'host') count++;
+    if (name.length === lowerName.length && name.toLowerCase() === lowerName) count++;
   }
   return count;
 }
@@ -301,7 +302,7 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
       return void sendError(reply, new AppError('stopping', says));
     }
     // HTTP/1.1 needs exactly one Host (RFC 9112 §3.2), and merchants sign the host they called.
-    if (request.raw.httpVersion !== '1.0' && hostCount(request.raw.rawHeaders) !== 1) {
+    if (request.raw.httpVersion !== '1.0' && headerCount(request.raw.rawHeaders, 'host') !== 1) {
       reply.header('connection', 'close');
       return void sendError(reply, new AppError('malformed_request', 'The request must have exactly one Host header.'));
     }
@@ -309,6 +310,13 @@ export function createServer(logger: FastifyBaseLogger, options: ServerOptions =
     if (host !== undefined && !isValidHost(host)) {
       reply.header('connection', 'close');
       return void sendError(reply, new AppError('malformed_request', 'The Host header must be a host name or address, and a port if any.'));
+    }
+    // Node reads the first of two Content-Types; a proxy in front may have read the other.
+    if (request.headers['content-type'] !== undefined && headerCount(request.raw.rawHeaders, 'content-type') > 1) {
+      reply.header('connection', 'close');
+      const message = 'The request must have at most one Content-Type header.';
+      if (isMessagingPath(pathOf(request.url))) return void messagingReply.badRequest(reply, message);
+      return void sendError(reply, new AppError('malformed_request', message));
     }
     if (unmetExpectations.has(request.raw)) {
       reply.header('connection', 'close');
