@@ -127,6 +127,11 @@ describe('HTTP hygiene', () => {
     assert.deepEqual(JSON.parse(body), { error: { code, message }, requestId });
   };
   const assertMalformed = (answer: string, message: string) => assertRawError(answer, '400 Bad Request', 'malformed_request', message);
+  /** The messaging API's own 400, written before any route. */
+  const assertMessagingBadRequest = (answer: string, message: string) => {
+    assert.match(answer, /^HTTP\/1\.1 400 Bad Request\r\n/, answer);
+    assert.deepEqual(JSON.parse(answer.split('\r\n\r\n')[1] ?? ''), { status: 'error', message, error_code: 'bad_request' });
+  };
 
   test('a request the HTTP parser refuses still gets the error body and an X-Request-Id', async () => {
     const answer = await sendRaw('POST /api/v1/authorization HTTP/1.1\r\nHost: x\r\nX-Service-Nonce: abc\x7fdef\r\n\r\n');
@@ -181,12 +186,7 @@ describe('HTTP hygiene', () => {
     const messaging = await sendRaw(
       'POST /api/messages HTTP/1.1\r\nHost: x\r\napi_key: k\r\nExpect: foo\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}',
     );
-    assert.match(messaging, /^HTTP\/1\.1 400 Bad Request\r\n/, messaging);
-    assert.deepEqual(JSON.parse(messaging.split('\r\n\r\n')[1] ?? ''), {
-      status: 'error',
-      message: 'The only Expect this service meets is 100-continue.',
-      error_code: 'bad_request',
-    });
+    assertMessagingBadRequest(messaging, 'The only Expect this service meets is 100-continue.');
     // 100-continue is met: the client is told to go on, and the request is answered.
     const goOn = await sendRaw(
       'POST /api/v1/authorization HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}',
@@ -207,12 +207,7 @@ describe('HTTP hygiene', () => {
     const messaging = await sendRaw(
       'POST /api/messages HTTP/1.1\r\nHost: x\r\napi_key: k\r\nContent-Type: application/json\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}',
     );
-    assert.match(messaging, /^HTTP\/1\.1 400 Bad Request\r\n/, messaging);
-    assert.deepEqual(JSON.parse(messaging.split('\r\n\r\n')[1] ?? ''), {
-      status: 'error',
-      message: 'The request must have at most one Content-Type header.',
-      error_code: 'bad_request',
-    });
+    assertMessagingBadRequest(messaging, 'The request must have at most one Content-Type header.');
     // One is answered as usual.
     const one = await sendRaw(
       'POST /api/v1/authorization HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}',
