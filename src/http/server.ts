@@ -37,8 +37,7 @@ const CHARSET = /;\s*charset=([^;\s]*)/i;
 /** Names of UTF-8 (WHATWG Encoding), and ASCII, which is a part of it. */
 const UTF8_NAMES = new Set(['utf-8', 'utf8', 'unicode-1-1-utf-8', 'us-ascii', 'ascii']);
 
-/** How many Host headers a request has (Node keeps only the first in `headers`). */
-/** How many times a request sends the header `lowerName` (Node keeps only the first of some). */
+/** How many times a request sends the header `lowerName` (of Host and Content-Type, Node keeps only the first in `headers`). */
 function headerCount(rawHeaders: string[], lowerName: string): number {
   let count = 0;
   for (let i = 0; i < rawHeaders.length; i += 2) {
