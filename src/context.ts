@@ -4,6 +4,7 @@ import type { Config } from './config.js';
 import type { Db } from './db/database.js';
 import { Messenger, type Transports } from './messaging/messenger.js';
 import type { Notifier } from './notifier/notifier.js';
+import { Cursors } from './http/pagination.js';
 import { SecretBox } from './security/secret-box.js';
 
 /** What every operation may use: built once at start and passed down explicitly. */
@@ -14,6 +15,8 @@ export interface AppContext {
   notifier: Notifier;
   messenger: Messenger;
   secretBox: SecretBox;
+  /** The signed keyset cursors of every list (http/pagination.ts). */
+  cursors: Cursors;
   log: FastifyBaseLogger;
   now: () => number;
 }
@@ -45,6 +48,7 @@ export function createContext(parts: {
     messenger,
     notifier: messenger,
     secretBox,
+    cursors: new Cursors(parts.config.masterKey),
     now,
   };
 }
