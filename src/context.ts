@@ -2,9 +2,9 @@ import type { FastifyBaseLogger } from 'fastify';
 import { OTP_TTL_SECONDS } from './auth/login.js';
 import type { Config } from './config.js';
 import type { Db } from './db/database.js';
+import { Cursors } from './http/pagination.js';
 import { Messenger, type Transports } from './messaging/messenger.js';
 import type { Notifier } from './notifier/notifier.js';
-import { Cursors } from './http/pagination.js';
 import { SecretBox } from './security/secret-box.js';
 
 /** What every operation may use: built once at start and passed down explicitly. */
