@@ -17,6 +17,8 @@ import { registerOpsRoutes } from './ops/routes.js';
 import { registerMerchantPaymentRoutes } from './payments/merchant-routes.js';
 import { registerPaymentRoutes } from './payments/routes.js';
 import { registerPosRoutes } from './pos/routes.js';
+import { registerRefundRoutes } from './refunds/routes.js';
+import { registerTransactionRoutes } from './transactions/routes.js';
 import { registerWalletRoutes } from './wallet/routes.js';
 import { registerAdminPage } from './web/admin.js';
 import { registerDashboardPage } from './web/dashboard.js';
@@ -121,6 +123,8 @@ export async function buildApp(ctx: AppContext): Promise<App> {
   registerPosRoutes(app, ctx);
   registerPaymentRoutes(app, ctx);
   registerMerchantPaymentRoutes(app, ctx);
+  registerRefundRoutes(app, ctx);
+  registerTransactionRoutes(app, ctx);
   registerWalletRoutes(app, ctx);
   registerCallbackRoutes(app, ctx);
   registerAdminRoutes(app, ctx);

@@ -27,6 +27,8 @@ export interface Config {
   /** 32-byte key for AES-256-GCM of signing secrets and for peppering OTP hashes. */
   masterKey: Buffer;
   paymentTtlSeconds: number;
+  /** How long after a payment is paid it may be refunded (CONTRACT §11). */
+  refundWindowDays: number;
   callbackAllowPrivate: boolean;
   callbackRetryBaseSeconds: number;
   /** How long a merchant's message is retried through transient failures before it is `failed`. */
@@ -115,6 +117,7 @@ export function loadConfig(env: Env = process.env): Config {
     trustProxy: trustProxy(env.TRUST_PROXY),
     masterKey: masterKey(env.LIPA_MASTER_KEY),
     paymentTtlSeconds: int(env, 'PAYMENT_TTL_SECONDS', 120, 1),
+    refundWindowDays: int(env, 'REFUND_WINDOW_DAYS', 180, 1),
     callbackAllowPrivate: bool(env, 'CALLBACK_ALLOW_PRIVATE', !production),
     callbackRetryBaseSeconds: int(env, 'CALLBACK_RETRY_BASE_SECONDS', 30, 1),
     messageRetryWindowSeconds: int(env, 'MESSAGE_RETRY_WINDOW_SECONDS', 86_400, 1),

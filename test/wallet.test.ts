@@ -117,7 +117,7 @@ async function postedBooks(lipa: Lipa) {
 async function assertLedgerBalances(lipa: Lipa, note = '') {
   const check = await checkLedger(lipa.ctx.store.db);
   assert.equal(check.total, 0, `ledger total ${note}`);
-  assert.deepEqual([check.mismatched, check.negative, check.unbalanced], [[], [], []], `ledger check ${note}`);
+  assert.deepEqual([check.mismatched, check.negative, check.unbalanced, check.statements], [[], [], [], []], `ledger check ${note}`);
   // And from the postings themselves: every transaction sums to zero, and every stored balance
   // (what the wallet API shows) is the sum of its account's postings.
   const books = await postedBooks(lipa);

@@ -9,6 +9,7 @@ import { listMerchants } from '../merchants/list-merchants.js';
 import { reinstateMerchant, suspendMerchant } from '../merchants/suspension.js';
 import { listOutbox } from '../messaging/outbox.js';
 import { createPayer, deposit, listPayers } from '../payers/payers.js';
+import { createSettlement } from '../settlements/create-settlement.js';
 import {
   CreateMerchantBody,
   CreatePayerBody,
@@ -23,6 +24,8 @@ import {
   OutboxQuery,
   PayerListed,
   PayerResponse,
+  SettlementBody,
+  SettlementResponse,
 } from './schemas.js';
 
 /** The operator API (CONTRACT §2), behind the ADMIN_TOKEN bearer. */
@@ -52,6 +55,23 @@ export function registerAdminRoutes(app: App, ctx: AppContext): void {
       },
     },
     async (request) => listMerchants(ctx, limitOf(request.query.limit)),
+  );
+
+  app.post(
+    '/api/v1/admin/merchants/:merchantId/settlements',
+    {
+      ...common,
+      schema: {
+        tags,
+        security: adminAuth,
+        summary: "Pay out a merchant's balance to its bank",
+        description: 'Debits the merchant and credits the settlement clearing account; more than the balance is 409 insufficient_balance.',
+        params: MerchantParams,
+        body: SettlementBody,
+        response: { 201: SettlementResponse, ...errors(401, 404, 409, 422, 429) },
+      },
+    },
+    async (request, reply) => reply.code(201).send(await createSettlement(ctx, request.params.merchantId, request.body)),
   );
 
   app.post(

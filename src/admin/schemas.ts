@@ -72,3 +72,17 @@ export const OutboxMessage = Type.Object({
   status: Type.String(),
   createdAt: Type.String(),
 });
+
+export const SettlementBody = Type.Object({
+  amount: Type.Number({ description: 'Major units, > 0, at most 2 decimals' }),
+  reference: Type.String({ minLength: 1, maxLength: 64, description: "The bank transfer's reference, one line; unique per merchant" }),
+});
+
+export const SettlementResponse = Type.Object({
+  settlementId: Type.String(),
+  merchantId: Type.String(),
+  amount: Type.Number(),
+  currency: Type.String(),
+  reference: Type.String(),
+  createdAt: Type.String(),
+});

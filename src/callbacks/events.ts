@@ -4,19 +4,34 @@ import { isoTime } from '../http/time.js';
 import { toCallbackPayment } from '../payments/payment-view.js';
 import { randomId } from '../security/tokens.js';
 
-export const EVENT_TYPE = 'payment.status_changed';
+/** The callback events (CONTRACT §7 and §11). */
+export type EventType = 'payment.status_changed' | 'refund.succeeded';
+
+/** A payment's status change: the event of CONTRACT §7. */
+export function enqueueStatusEvent(tx: Tx, payment: PaymentTable, resultUrl: string, now: number): Promise<string> {
+  return enqueueEvent(tx, payment, resultUrl, 'payment.status_changed', {}, now);
+}
 
 /**
- * Writes the callback event of a status change, in the transaction of the change itself
+ * Writes a callback event about a payment, in the transaction of the change itself
  * (transactional outbox): one event, one delivery per distinct URL (urls.callbackUrl and
- * the POS resultUrl), all sharing the eventId. The worker sends them.
+ * the POS resultUrl), all sharing the eventId. The worker sends them, signed with the key
+ * that created the payment. `extra` goes in the body before `payment` (a refund's `refund`).
  */
-export async function enqueueStatusEvent(tx: Tx, payment: PaymentTable, resultUrl: string, now: number): Promise<string> {
+export async function enqueueEvent(
+  tx: Tx,
+  payment: PaymentTable,
+  resultUrl: string,
+  eventType: EventType,
+  extra: Record<string, unknown>,
+  now: number,
+): Promise<string> {
   const eventId = randomId('evt_');
   const payload = JSON.stringify({
     eventId,
-    eventType: EVENT_TYPE,
+    eventType,
     occurredAt: isoTime(now),
+    ...extra,
     payment: toCallbackPayment(payment),
   });
   await tx

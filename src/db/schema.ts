@@ -17,6 +17,9 @@ export interface Database {
   ledger_accounts: LedgerAccountTable;
   ledger_transactions: LedgerTransactionTable;
   ledger_postings: LedgerPostingTable;
+  ledger_entries: LedgerEntryTable;
+  refunds: RefundTable;
+  settlements: SettlementTable;
   messages: MessageTable;
   early_receipts: EarlyReceiptTable;
   payments: PaymentTable;
@@ -117,7 +120,8 @@ export interface PointOfSaleTable {
   created_at: number;
 }
 
-export type LedgerAccountKind = 'cash_in' | 'wallet' | 'merchant';
+/** `clearing`: the operator's settlement clearing account, where settled money leaves for the banks. */
+export type LedgerAccountKind = 'cash_in' | 'wallet' | 'merchant' | 'clearing';
 
 export interface LedgerAccountTable {
   id: string;
@@ -126,6 +130,8 @@ export interface LedgerAccountTable {
   currency: string;
   /** Kept in the same transaction as the postings; checkLedger() proves they agree. */
   balance: number;
+  /** The seq of the account's last statement entry (ledger_entries). */
+  entries: Generated<number>;
   created_at: number;
 }
 
@@ -141,6 +147,55 @@ export interface LedgerPostingTable {
   transaction_id: string;
   account_id: string;
   amount: number;
+  created_at: number;
+}
+
+/**
+ * One line of an account's statement: a posting to a wallet or merchant account, numbered
+ * per account in the order the balance moved (migration 012), with the balance it left.
+ */
+export interface LedgerEntryTable {
+  account_id: string;
+  seq: number;
+  transaction_id: string;
+  /** The ledger transaction's kind: payment, refund, deposit… */
+  kind: string;
+  /** Minor units, signed: + money in, − money out. */
+  amount: number;
+  balance_after: number;
+  /** The payment's or refund's identifier (the payer's id for a deposit). */
+  reference: string | null;
+  /** The payment's orderId, for a payment or a refund of one. */
+  order_id: string | null;
+  created_at: number;
+}
+
+export type RefundStatus = 'succeeded';
+
+export interface RefundTable {
+  id: string;
+  merchant_id: string;
+  payment_id: string;
+  /** The signing key that asked for it. */
+  api_key_id: string;
+  refund_reference: string;
+  amount: number;
+  currency: string;
+  reason: string | null;
+  status: RefundStatus;
+  /** SHA-256 of the normalised request: the same refundReference with the same body is the same refund. */
+  fingerprint: string;
+  created_at: number;
+}
+
+/** A payment of a merchant's balance to its bank, made by the operator (CONTRACT §13). */
+export interface SettlementTable {
+  id: string;
+  merchant_id: string;
+  amount: number;
+  currency: string;
+  /** The operator's reference (the bank transfer's); unique per merchant. */
+  reference: string;
   created_at: number;
 }
 
@@ -186,7 +241,7 @@ export interface EarlyReceiptTable {
 }
 
 export type PaymentStatus = 'pending' | 'no_user' | 'paid' | 'declined' | 'expired';
-export type DeclineReason = 'declined_by_payer' | 'insufficient_funds';
+export type DeclineReason = 'declined_by_payer' | 'insufficient_funds' | 'cancelled_by_merchant';
 
 export interface PaymentTable {
   id: string;
@@ -208,6 +263,8 @@ export interface PaymentTable {
   fingerprint: string;
   status: PaymentStatus;
   reason: DeclineReason | null;
+  /** Minor units refunded so far (CONTRACT §11); a refund leaves the status paid. */
+  refunded_amount: number;
   created_at: number;
   updated_at: number;
   expires_at: number;

@@ -42,27 +42,32 @@ export interface Posting {
 /** Records one balanced transaction. Throws InsufficientFundsError if a debit would overdraw. */
 export async function postTransaction(
   tx: Tx,
-  entry: { kind: string; reference: string | null; postings: Posting[] },
+  entry: { kind: string; reference: string | null; orderId?: string | null; postings: Posting[] },
   now: number,
 ): Promise<string> {
   const total = entry.postings.reduce((sum, p) => sum + p.amount, 0);
   if (total !== 0 || entry.postings.length < 2) throw new Error(`unbalanced ledger transaction (${total})`);
   // Balances first, debits before credits, each debit conditional on the balance covering
   // it: when the first debit fails nothing has been written, so a caller may catch
-  // InsufficientFundsError and carry on in the same transaction.
+  // InsufficientFundsError and carry on in the same transaction. Each update also numbers
+  // the account's next statement entry: the row is locked by the update, so the numbers
+  // follow the order in which the balance moved, and balance_after is the balance it left.
   const ordered = [...entry.postings].sort((a, b) => a.amount - b.amount);
+  const moved: { posting: Posting; kind: LedgerAccountKind; balance: number; seq: number }[] = [];
   for (const [index, posting] of ordered.entries()) {
-    const result = await tx
+    const row = await tx
       .updateTable('ledger_accounts')
-      .set({ balance: sql`balance + ${posting.amount}` })
+      .set({ balance: sql`balance + ${posting.amount}`, entries: sql`entries + 1` })
       .where('id', '=', posting.accountId)
       .where((eb) => eb.or([eb('kind', '=', 'cash_in'), eb('balance', '>=', -posting.amount)]))
+      .returning(['kind', 'balance', 'entries'])
       .executeTakeFirst();
-    if (result.numUpdatedRows === 0n) {
+    if (!row) {
       if (index === 0) throw new InsufficientFundsError(posting.accountId);
       // Earlier postings were applied: only a rollback of the whole unit is safe.
       throw new Error(`ledger: account ${posting.accountId} missing or overdrawn after partial postings`);
     }
+    moved.push({ posting, kind: row.kind, balance: Number(row.balance), seq: Number(row.entries) });
   }
   const transactionId = randomId('ltx_');
   await tx
@@ -81,6 +86,22 @@ export async function postTransaction(
       })),
     )
     .execute();
+  // The statements of the wallets and merchants it touched. The cash-in account has none: it
+  // is the system's own other side of every deposit, and no one asks for its statement.
+  const entries = moved
+    .filter((m) => m.kind !== 'cash_in')
+    .map((m) => ({
+      account_id: m.posting.accountId,
+      seq: m.seq,
+      transaction_id: transactionId,
+      kind: entry.kind,
+      amount: m.posting.amount,
+      balance_after: m.balance,
+      reference: entry.reference,
+      order_id: entry.orderId ?? null,
+      created_at: now,
+    }));
+  if (entries.length > 0) await tx.insertInto('ledger_entries').values(entries).execute();
   return transactionId;
 }
 
@@ -115,6 +136,12 @@ export interface LedgerCheck {
   negative: string[];
   /** Transactions whose postings do not sum to zero. */
   unbalanced: string[];
+  /**
+   * Wallet and merchant accounts whose statement (ledger_entries) disagrees with the account:
+   * not one entry per posting numbered 1…n, or a running balance that is not the sum of the
+   * amounts before it, or a last balance that is not the account's.
+   */
+  statements: string[];
 }
 
 export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
@@ -130,7 +157,35 @@ export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
     .groupBy('transaction_id')
     .having(sql`sum(amount)`, '<>', 0)
     .execute();
+  const entries = await db
+    .selectFrom('ledger_entries')
+    .select(['account_id', 'seq', 'amount', 'balance_after'])
+    .orderBy('account_id')
+    .orderBy('seq')
+    .execute();
+  const statements = new Map<string, { count: number; balance: number; broken: boolean }>();
+  for (const e of entries) {
+    const s = statements.get(e.account_id) ?? { count: 0, balance: 0, broken: false };
+    s.count += 1;
+    s.balance += Number(e.amount);
+    if (Number(e.seq) !== s.count || Number(e.balance_after) !== s.balance) s.broken = true;
+    statements.set(e.account_id, s);
+  }
+  const postingsOf = await db
+    .selectFrom('ledger_postings')
+    .select(['account_id', sql<number>`count(*)`.as('count')])
+    .groupBy('account_id')
+    .execute();
+  const postingCount = new Map(postingsOf.map((p) => [p.account_id, Number(p.count)]));
+  const badStatements = accounts
+    .filter((a) => a.kind !== 'cash_in')
+    .filter((a) => {
+      const s = statements.get(a.id) ?? { count: 0, balance: 0, broken: false };
+      return s.broken || s.count !== (postingCount.get(a.id) ?? 0) || s.balance !== Number(a.balance);
+    })
+    .map((a) => a.id);
   return {
+    statements: badStatements,
     total: accounts.reduce((sum, a) => sum + Number(a.balance), 0),
     mismatched: accounts.filter((a) => Number(a.balance) !== Number(a.posted)).map((a) => a.id),
     negative: accounts.filter((a) => a.kind !== 'cash_in' && Number(a.balance) < 0).map((a) => a.id),

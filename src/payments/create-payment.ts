@@ -113,6 +113,7 @@ export async function createPayment(ctx: AppContext, signer: Signer, body: Body)
     fingerprint: print,
     status: payer ? 'pending' : 'no_user',
     reason: null,
+    refunded_amount: 0,
     created_at: now,
     updated_at: now,
     expires_at: now + ctx.config.paymentTtlSeconds * 1000,

@@ -17,6 +17,7 @@ export function toCallbackPayment(p: PaymentTable) {
     terminalId: p.terminal_id,
     orderId: p.order_id,
     amount: fromMinorUnits(p.amount),
+    refundedAmount: fromMinorUnits(p.refunded_amount),
     currency: p.currency,
     merchantStika: p.merchant_stika,
     updatedAt: isoTime(p.updated_at),

@@ -2,21 +2,15 @@ import type { AppContext } from '../context.js';
 import { requestOrigin } from '../http/host.js';
 import { errors } from '../http/schemas.js';
 import type { App } from '../http/types.js';
+import { cancelPayment } from './cancel-payment.js';
 import { createPayment, findPayment } from './create-payment.js';
 import { toPaymentView } from './payment-view.js';
 import { CreatePaymentBody, CreatePaymentBodyDocumented, Payment, SignedHeaders, StatusBody } from './schemas.js';
-import { recordUnusedNonce, signedRequests, signerOf, unreadableTypeAsUnknown } from './signed-request.js';
+import { signedRoute, signerOf } from './signed-request.js';
 
 /** Endpoints 5 and 6: signed merchant payment requests. */
 export function registerPaymentRoutes(app: App, ctx: AppContext): void {
-  const { preValidation, errorHandler } = signedRequests(ctx);
-  const signed = {
-    config: { signed: true },
-    onRequest: unreadableTypeAsUnknown,
-    preValidation,
-    errorHandler,
-    onSend: recordUnusedNonce(ctx),
-  };
+  const signed = signedRoute(ctx);
   const tags = ['Payments'];
   const security = [{ signedRequest: [] }];
 
@@ -55,5 +49,24 @@ export function registerPaymentRoutes(app: App, ctx: AppContext): void {
     },
     async (request) =>
       toPaymentView(ctx, requestOrigin(request), await findPayment(ctx, signerOf(request), request.body.paymentIdentifier)),
+  );
+
+  app.post(
+    '/api/public/v1/merchant-payments/cancel',
+    {
+      ...signed,
+      schema: {
+        tags,
+        security,
+        summary: 'Call off a payment the payer has not answered (signed)',
+        description:
+          "A pending or no_user payment becomes declined with reason cancelled_by_merchant, leaves the payer's pending requests, and its callback is sent. Any other status: 409 payment_not_pending.",
+        headers: SignedHeaders,
+        body: StatusBody,
+        response: { 200: Payment, ...errors(403, 404, 409, 422, 429) },
+      },
+    },
+    async (request) =>
+      toPaymentView(ctx, requestOrigin(request), await cancelPayment(ctx, signerOf(request), request.body.paymentIdentifier)),
   );
 }

@@ -77,10 +77,11 @@ export const PaymentStatusSchema = Type.Union([
 export const Payment = Type.Object({
   paymentIdentifier: Type.String(),
   status: PaymentStatusSchema,
-  reason: Type.Optional(Type.String({ description: 'Only when declined: declined_by_payer or insufficient_funds' })),
+  reason: Type.Optional(Type.String({ description: 'Only when declined: declined_by_payer, insufficient_funds or cancelled_by_merchant' })),
   terminalId: Type.String(),
   orderId: Type.String(),
   amount: Type.Number(),
+  refundedAmount: Type.Number({ description: 'Refunded so far, in major units: 0 when nothing was (a refund leaves the status paid)' }),
   currency: Type.String(),
   merchantStika: Type.Union([Type.String(), Type.Null()]),
   description: Type.Union([Type.String(), Type.Null()]),

@@ -240,6 +240,32 @@ export function recordUnusedNonce(ctx: AppContext) {
   };
 }
 
+const signedOptions = new WeakMap<AppContext, ReturnType<typeof makeSignedOptions>>();
+
+function makeSignedOptions(ctx: AppContext) {
+  const { preValidation, errorHandler } = signedRequests(ctx);
+  return {
+    config: { signed: true },
+    onRequest: unreadableTypeAsUnknown,
+    preValidation,
+    errorHandler,
+    onSend: recordUnusedNonce(ctx),
+  };
+}
+
+/**
+ * The route options of every signed endpoint (payments, refunds, balance, transactions): the
+ * checks of CONTRACT §5 and one per-key rate limit shared by all of them.
+ */
+export function signedRoute(ctx: AppContext): ReturnType<typeof makeSignedOptions> {
+  let options = signedOptions.get(ctx);
+  if (!options) {
+    options = makeSignedOptions(ctx);
+    signedOptions.set(ctx, options);
+  }
+  return options;
+}
+
 export function signerOf(request: FastifyRequest): Signer {
   if (!request.signer) throw new Error('route is missing its signature check');
   return request.signer;

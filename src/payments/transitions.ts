@@ -5,12 +5,12 @@ import { countPaymentStatus } from '../ops/counters.js';
 
 /**
  * The lifecycle (CONTRACT §6): pending → paid | declined | expired; no_user → pending |
- * expired. Terminal states never change. Every move is a conditional update on the current
+ * expired, or declined when the merchant cancels it (§11). Terminal states never change. Every move is a conditional update on the current
  * status, so of two racing moves exactly one takes effect, and it writes its callback event
  * in the same transaction.
  */
 export const NEXT: Record<PaymentStatus, readonly PaymentStatus[]> = {
-  no_user: ['pending', 'expired'],
+  no_user: ['pending', 'declined', 'expired'],
   pending: ['paid', 'declined', 'expired'],
   paid: [],
   declined: [],

@@ -39,6 +39,7 @@ export async function settlePayment(
         {
           kind: 'payment',
           reference: claimed.id,
+          orderId: claimed.order_id,
           postings: [
             { accountId: wallet, amount: -claimed.amount },
             { accountId: accountId('merchant', claimed.merchant_id), amount: claimed.amount },

@@ -59,9 +59,9 @@ export function statusMessage(status: PaymentStatus, reason: DeclineReason | nul
     case 'paid':
       return 'Payment received. Thank you!';
     case 'declined':
-      return reason === 'insufficient_funds'
-        ? 'The payment was declined: there was not enough money in the wallet.'
-        : 'The payer declined this payment.';
+      if (reason === 'insufficient_funds') return 'The payment was declined: there was not enough money in the wallet.';
+      if (reason === 'cancelled_by_merchant') return 'The merchant cancelled this payment request.';
+      return 'The payer declined this payment.';
     case 'expired':
       return 'This payment request has expired without an answer. Ask the merchant for a new one.';
   }
@@ -165,7 +165,9 @@ const PayParams = Type.Object({ paymentIdentifier: Type.String() });
 
 export const PayStatus = Type.Object({
   status: PaymentStatusSchema,
-  reason: Type.Optional(Type.Union([Type.Literal('declined_by_payer'), Type.Literal('insufficient_funds')])),
+  reason: Type.Optional(
+    Type.Union([Type.Literal('declined_by_payer'), Type.Literal('insufficient_funds'), Type.Literal('cancelled_by_merchant')]),
+  ),
   message: Type.String({ description: 'A sentence for the payer' }),
   final: Type.Boolean({ description: 'true once the status can no longer change' }),
   redirectUrl: Type.Union([Type.String(), Type.Null()], {

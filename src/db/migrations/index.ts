@@ -10,6 +10,7 @@ import * as m008 from './008_own_messages_due.js';
 import * as m009 from './009_scale_indexes.js';
 import * as m010 from './010_login_codes_due.js';
 import * as m011 from './011_merchant_suspension.js';
+import * as m012 from './012_refunds_and_statements.js';
 
 /** Every migration, in order. Names never change once released. */
 export const migrations: Record<string, Migration> = {
@@ -24,4 +25,5 @@ export const migrations: Record<string, Migration> = {
   '009_scale_indexes': m009,
   '010_login_codes_due': m010,
   '011_merchant_suspension': m011,
+  '012_refunds_and_statements': m012,
 };

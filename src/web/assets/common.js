@@ -124,6 +124,7 @@ export const PAYMENT_STATUS = {
 export const DECLINE_REASON = {
   declined_by_payer: 'declined by the payer',
   insufficient_funds: 'not enough money in the wallet',
+  cancelled_by_merchant: 'cancelled by the merchant',
 };
 
 /**

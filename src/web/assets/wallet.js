@@ -7,7 +7,11 @@ import { $, api, el, endSession, errorText, loginFlow, money, PAYMENT_STATUS, se
 
 const TOKEN_KEY = 'lipa.wallet.token';
 const REFRESH_MS = 2000;
-const REASONS = { declined_by_payer: 'declined by you', insufficient_funds: 'not enough money' };
+const REASONS = {
+  declined_by_payer: 'declined by you',
+  insufficient_funds: 'not enough money',
+  cancelled_by_merchant: 'cancelled by the merchant',
+};
 /** What became of a request that can no longer be answered, by its status ("pending": past its expiry, not yet swept). */
 const ENDED = {
   paid: 'it has been paid',
