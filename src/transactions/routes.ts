@@ -87,7 +87,6 @@ export function registerTransactionRoutes(app: App, ctx: AppContext): void {
         security: bearerAuth,
         summary: 'The statement of a range as CSV, oldest first (RFC 4180, streamed)',
         querystring: StatementQuery,
-        produces: ['text/csv'],
         response: {
           200: { description: `CSV with a header row: ${CSV_COLUMNS.join(',')}`, content: { 'text/csv': { schema: { type: 'string' } } } },
           ...errors(401, 403, 422),
