@@ -12,11 +12,12 @@ import { join } from 'node:path';
 import autocannon from 'autocannon';
 import { signRequest } from '../src/client/signing.js';
 import { type Floor, measureFloors } from './floor.js';
+import { ENTRIES, measureCsv, SEED_START, seedStatement } from './statement.js';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
 const POSTGRES = process.argv.includes('--postgres');
-/** BENCH_ONLY=a (or b, c, d, e, f; several: BENCH_ONLY=cf) runs some scenarios, e.g. for a CPU profile of one. */
+/** BENCH_ONLY=a (or b … i; several: BENCH_ONLY=cg) runs some scenarios, e.g. for a CPU profile of one. */
 const ONLY = process.env.BENCH_ONLY;
 const wanted = (scenario: string) => !ONLY || ONLY.includes(scenario);
 const ADMIN_TOKEN = 'bench-admin-token-0123456789';
@@ -72,8 +73,11 @@ function memory(pid: number): { peak: number; rss: number } {
 async function json(url: string, method: string, body: unknown, token?: string) {
   const response = await fetch(url, {
     method,
-    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
-    body: JSON.stringify(body),
+    headers: {
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+    },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
   const data = (await response.json()) as Record<string, unknown>;
   if (!response.ok) throw new Error(`${method} ${url}: ${response.status} ${JSON.stringify(data)}`);
@@ -241,6 +245,63 @@ async function main(): Promise<void> {
     // (d) SMS through the embedded outbox (stored = delivered).
     const messagingKey = await messagingKeyOf(url);
     if (wanted('d')) rows.push(await load('(d) SMS, embedded outbox: accepted', pid, smsRequest(url, messagingKey)));
+
+    // (g) signed refund creation: 0.01 at a time of 20 large paid payments, a fresh reference each.
+    if (wanted('g')) {
+      const paid = await paidPayments(url, setup, 20);
+      let refundSeq = 0;
+      const next = signedRequests(setup, url, () =>
+        JSON.stringify({
+          paymentIdentifier: paid[refundSeq % paid.length],
+          refundReference: `rf-${RUN}-${++refundSeq}`,
+          amount: 0.01,
+        }),
+      );
+      rows.push(
+        await load('(g) signed refund creation', pid, {
+          url,
+          requests: [
+            { method: 'POST', path: '/api/public/v1/merchant-payments/refunds', setupRequest: (request) => ({ ...request, ...next() }) },
+          ],
+        }),
+      );
+    }
+
+    // (h) one 100-entry page of a merchant with ENTRIES entries: the first page, and one at the end of the walk.
+    if (wanted('h') || wanted('i')) {
+      const statement = await merchantSetup(url);
+      const seeded = performance.now();
+      await seedStatement(databaseUrl, statement.merchantId);
+      notes.push(
+        `(h, i) ${ENTRIES} statement entries written in ${((performance.now() - seeded) / 1000).toFixed(1)} s (setup, not timed).`,
+      );
+      const auth = { authorization: `Bearer ${statement.token}` };
+      if (wanted('h')) {
+        // The page before the 1,000 oldest entries' last page: its cursor comes from a range ending there.
+        const near = (await json(
+          `${url}/api/v1/transactions?limit=100&to=${new Date(SEED_START + 1001).toISOString()}`,
+          'GET',
+          undefined,
+          statement.token,
+        )) as {
+          nextCursor: string;
+        };
+        for (const [name, query] of [
+          ['(h) statement page, first of 1,000,000', ''],
+          ['(h) statement page, deep (entries 900-801)', `&cursor=${encodeURIComponent(near.nextCursor)}`],
+        ] as const) {
+          rows.push(await load(name, pid, { url: `${url}/api/v1/transactions?limit=100${query}`, headers: auth }));
+        }
+      }
+      if (wanted('i')) {
+        const csv = await measureCsv(url, statement.token, () => memory(pid).rss);
+        notes.push(
+          `(i) CSV export: ${csv.rows} rows in ${csv.seconds.toFixed(1)} s = ${(csv.rows / csv.seconds).toFixed(0)} rows/s; ` +
+            `service RSS ${csv.idleMiB.toFixed(0)} MiB idle before, at most ${csv.peakMiB.toFixed(0)} MiB during (+${(csv.peakMiB - csv.idleMiB).toFixed(0)} MiB).`,
+        );
+        if (csv.rows !== ENTRIES) notes.push(`(i) WARNING: ${ENTRIES} entries but ${csv.rows} CSV rows`);
+      }
+    }
   } finally {
     lipa.kill('SIGTERM');
     await new Promise((r) => lipa.once('exit', r));
@@ -397,11 +458,38 @@ async function merchantSetup(url: string) {
     },
     token,
   );
-  return { keyId: key.keyId, secret: key.secret, terminalId };
+  return { keyId: key.keyId, secret: key.secret, terminalId, token, merchantId: merchant.merchantId as string };
 }
 
-async function createOne(url: string, setup: { keyId: string; secret: string; terminalId: string }): Promise<string> {
-  const body = JSON.stringify(paymentBody(setup.terminalId));
+/** `count` payments of 250,000 that staging test payer 254708000001 pays (about a second after each is made). */
+async function paidPayments(url: string, setup: { keyId: string; secret: string; terminalId: string }, count: number): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < count; i++)
+    ids.push(await createOne(url, setup, { amount: 250_000, payer: { method: 'phone', value: '254708000001' } }));
+  const deadline = Date.now() + 30_000;
+  for (const id of ids) {
+    for (;;) {
+      const body = JSON.stringify({ paymentIdentifier: id });
+      const headers = signRequest({ keyId: setup.keyId, secret: setup.secret, method: 'POST', url, body });
+      const response = await fetch(`${url}/api/public/v1/merchant-payments/status`, {
+        method: 'POST',
+        headers: { ...headers, 'content-type': 'application/json' },
+        body,
+      });
+      if (((await response.json()) as { status: string }).status === 'paid') break;
+      if (Date.now() > deadline) throw new Error(`payment ${id} was not paid in time`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  return ids;
+}
+
+async function createOne(
+  url: string,
+  setup: { keyId: string; secret: string; terminalId: string },
+  overrides: object = {},
+): Promise<string> {
+  const body = JSON.stringify({ ...paymentBody(setup.terminalId), ...overrides });
   const headers = signRequest({ keyId: setup.keyId, secret: setup.secret, method: 'POST', url, body });
   const response = await fetch(`${url}/api/public/v1/merchant-payments`, {
     method: 'POST',

@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
+import type { ChildProcess } from 'node:child_process';
 import { after, before, describe, test } from 'node:test';
-import { type Payment, type Refund, verifyCallback } from '../src/client/index.js';
+import { type Payment, type PaymentRequest, type Refund, verifyCallback } from '../src/client/index.js';
 import { checkLedger } from '../src/ledger/ledger.js';
-import { admin, call, clientFor, merchantWithPos, unique } from './helpers/client.js';
-import { type Lipa, startLipa } from './helpers/harness.js';
+import { admin, call, clientFor, merchantWithPos, paymentBody, unique } from './helpers/client.js';
+import { freshDatabase, type Lipa, startLipa, type TestDatabase } from './helpers/harness.js';
 import {
   accept,
   callbackBodies,
@@ -16,6 +17,7 @@ import {
   requestPayment,
   type Till,
 } from './helpers/money.js';
+import { freePort, startLipaProcess } from './helpers/process.js';
 import { type Receiver, startReceiver } from './helpers/receiver.js';
 
 /** Refunds and cancellation (CONTRACT §11), over HTTP against the running service. */
@@ -362,5 +364,77 @@ describe('cancellation (CONTRACT §11)', () => {
       else assert.deepEqual([final, moved, cancel.status], ['declined', 0, 200]);
     }
     await assertBooks(lipa);
+  });
+});
+
+describe('a refund callback survives a crash of the service process', () => {
+  let database: TestDatabase;
+  let child: ChildProcess | null = null;
+  let receiver: Receiver | null = null;
+
+  before(async () => {
+    database = await freshDatabase();
+  });
+  after(async () => {
+    if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    await receiver?.close();
+    await database.drop();
+  });
+
+  const until = async <T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 15_000): Promise<T> => {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const value = await probe();
+      if (value !== undefined) return value;
+      assert.ok(Date.now() < deadline, `timed out waiting for ${what}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
+
+  test('a refund acknowledged while the receiver is down, then SIGKILL: after restart its callback arrives with the original eventId', async () => {
+    const receiverPort = await freePort(); // nothing listens there yet: the receiver is down
+    const callbackUrl = `http://127.0.0.1:${receiverPort}/cb`;
+    const servicePort = await freePort();
+    const start = () => startLipaProcess({ DATABASE_URL: database.url, CALLBACK_RETRY_BASE_SECONDS: '1' }, servicePort);
+    const first = await start();
+    child = first.child;
+    const merchant = await merchantWithPos({ url: first.url } as Lipa, { resultUrl: callbackUrl });
+    const client = clientFor(first.url, merchant);
+    const request = paymentBody(merchant, { amount: 40 }) as unknown as PaymentRequest;
+    request.urls = { callbackUrl };
+    const payment = (await client.createPayment(request)).body as Payment;
+    // Staging test payer 254708000001 accepts after about a second.
+    await until('the payment to be paid', async () =>
+      ((await client.paymentStatus(payment.paymentIdentifier)).body as Payment).status === 'paid' ? true : undefined,
+    );
+    const refund = await client.refund({ paymentIdentifier: payment.paymentIdentifier, refundReference: refundReference(), amount: 15 });
+    assert.equal(refund.status, 201);
+    const eventId = await until('the refund event with a failed attempt', async () => {
+      const reply = await call(first.url, 'GET', `/api/v1/callbacks?paymentIdentifier=${payment.paymentIdentifier}`, {
+        token: merchant.token,
+      });
+      const events = (Array.isArray(reply.body) ? reply.body : reply.body.data) as {
+        eventId: string;
+        eventType: string;
+        deliveries: { history: { error: string | null }[] }[];
+      }[];
+      const event = events.find((e) => e.eventType === 'refund.succeeded');
+      return event?.deliveries[0]?.history.some((a) => a.error !== null) ? event.eventId : undefined;
+    });
+
+    first.child.kill('SIGKILL');
+    await first.exited;
+    receiver = await startReceiver({ port: receiverPort });
+    const second = await start();
+    child = second.child;
+    const delivered = await until('the refund callback after the restart', async () =>
+      receiver?.received.map((r) => ({ r, body: JSON.parse(r.body) })).find((x) => x.body.eventType === 'refund.succeeded'),
+    );
+    assert.equal(delivered.body.eventId, eventId, 'the event written before the crash, with its eventId');
+    assert.equal(delivered.body.refund.refundIdentifier, (refund.body as Refund).refundIdentifier);
+    assert.equal(delivered.body.payment.refundedAmount, 15);
+    assert.ok(verifyCallback({ secret: merchant.secret, url: callbackUrl, headers: delivered.r.headers, body: delivered.r.body }));
+    second.child.kill('SIGTERM');
+    await second.exited;
   });
 });

@@ -925,6 +925,8 @@ interface ModelPayer {
   token: string;
   deposited: number;
   paid: number;
+  /** Refunds received. */
+  refunded: number;
   wrongPins: number;
 }
 
@@ -937,8 +939,10 @@ interface ModelPayment {
   expiresAt: number;
   /** What the test knows: pending/no_user until answered; expiry is settled at the end. */
   status: 'pending' | 'no_user' | 'paid' | 'declined';
-  reason?: 'declined_by_payer' | 'insufficient_funds';
+  reason?: 'declined_by_payer' | 'insufficient_funds' | 'cancelled_by_merchant';
   events: number;
+  refunded: number;
+  refunds: number;
 }
 
 describe('wallet: ledger property test', () => {
@@ -956,7 +960,7 @@ describe('wallet: ledger property test', () => {
     await receiver.close();
   });
 
-  test('a random sequence of payers, deposits, payments, accepts, declines and expiries keeps the books exact', async (t) => {
+  test('a random sequence of payers, deposits, payments, accepts, declines, expiries, cancellations, refunds and settlements keeps the books exact', async (t) => {
     const seed = Number(process.env.LIPA_WALLET_SEED ?? Math.floor(Math.random() * 2 ** 32));
     const random = prng(seed);
     const int = (lo: number, hi: number) => lo + Math.floor(random() * (hi - lo + 1));
@@ -971,21 +975,26 @@ describe('wallet: ledger property test', () => {
     const payers: ModelPayer[] = [];
     const payments: ModelPayment[] = [];
     const waitingPhones: string[] = [];
-    const balance = (p: ModelPayer) => p.deposited - p.paid;
+    const balance = (p: ModelPayer) => p.deposited - p.paid + p.refunded;
     /** Payments that can be answered now without racing their expiry. */
     const answerable = () => payments.filter((p) => p.status === 'pending' && p.payer && Date.now() < p.expiresAt - 450);
+    /** What each shop's account holds: its paid payments, less its refunds and settlements. */
+    const settled = shops.map(() => 0);
+    const shopBalance = (index: number) =>
+      payments.filter((p) => p.shop === index && p.status === 'paid').reduce((total, p) => total + p.amount - p.refunded, 0) -
+      (settled[index] ?? 0);
 
     try {
       for (step = 0; step < 150; step++) {
         const r = random();
-        if (payers.length < 2 || r < 0.08) {
+        if (payers.length < 2 || r < 0.07) {
           // A new payer, sometimes on a phone that already has no_user payments waiting.
           const phone = random() < 0.5 && waitingPhones.length > 0 ? (waitingPhones.shift() as string) : uniquePhone();
           const opening = random() < 0.25 ? 0 : int(1, 300000);
           const before = Date.now();
           const fixture = await createPayer(lipa, { phone, balance: opening / 100, pin: String(int(1000, 9999)) });
           const registered = Date.now();
-          const payer: ModelPayer = { fixture, token: '', deposited: opening, paid: 0, wrongPins: 0 };
+          const payer: ModelPayer = { fixture, token: '', deposited: opening, paid: 0, refunded: 0, wrongPins: 0 };
           payers.push(payer);
           trace.push(`${step}: payer ${phone} opens with ${opening}`);
           for (const payment of payments.filter((p) => p.phone === phone && p.status === 'no_user')) {
@@ -1005,7 +1014,7 @@ describe('wallet: ledger property test', () => {
             }
           }
           payer.token = await payerToken(lipa, fixture);
-        } else if (r < 0.2) {
+        } else if (r < 0.16) {
           const payer = pick(payers) as ModelPayer;
           const amount = int(1, 200000);
           const reply = await admin(lipa, 'POST', `/api/v1/admin/payers/${payer.fixture.phone}/deposits`, { amount: amount / 100 });
@@ -1013,7 +1022,7 @@ describe('wallet: ledger property test', () => {
           payer.deposited += amount;
           assert.equal(cents(reply.body.balance), balance(payer), at('deposit answer'));
           trace.push(`${step}: deposit ${amount} to ${payer.fixture.phone}`);
-        } else if (r < 0.5) {
+        } else if (r < 0.42) {
           const shopIndex = int(0, shops.length - 1);
           const toNobody = random() < 0.12;
           const payer = toNobody ? null : (pick(payers) as ModelPayer);
@@ -1041,9 +1050,11 @@ describe('wallet: ledger property test', () => {
             expiresAt: Date.parse(created.expiresAt),
             status: payer ? 'pending' : 'no_user',
             events: 0,
+            refunded: 0,
+            refunds: 0,
           });
           trace.push(`${step}: payment ${created.paymentIdentifier} of ${cents(created.amount)} to ${phone}`);
-        } else if (r < 0.72) {
+        } else if (r < 0.62) {
           const payment = pick(answerable());
           if (!payment?.payer) continue;
           const payer = payment.payer;
@@ -1073,7 +1084,7 @@ describe('wallet: ledger property test', () => {
             payment.status = 'declined';
             payment.reason = 'insufficient_funds';
           }
-        } else if (r < 0.84) {
+        } else if (r < 0.7) {
           const payment = pick(answerable());
           if (!payment?.payer) continue;
           const reply = await decline(lipa, payment.payer.token, payment.id);
@@ -1084,7 +1095,7 @@ describe('wallet: ledger property test', () => {
           payment.status = 'declined';
           payment.reason = 'declined_by_payer';
           payment.events++;
-        } else if (r < 0.97) {
+        } else if (r < 0.79) {
           // Answers that must be refused: answered, expired, or someone else's payment.
           // Mostly payments answered moments ago (still before their expiry), so that only the status refuses them.
           const recent = payments.filter((p) => p.payer && p.status !== 'pending' && Date.now() < p.expiresAt - 100);
@@ -1103,6 +1114,62 @@ describe('wallet: ledger property test', () => {
           if (stranger === payment.payer) assertNotPending(reply, what);
           else assertNotFound(reply, what);
           if (accepting) stranger.wrongPins = 0; // the right PIN was checked: the failure count is reset
+        } else if (r < 0.88) {
+          // A refund of a paid payment: whole, part, or more than is left; the shop may hold too little.
+          const payment = pick(payments.filter((p) => p.status === 'paid'));
+          if (!payment?.payer) continue;
+          const s = shops[payment.shop] as Shop;
+          const left = payment.amount - payment.refunded;
+          const choice = random();
+          const amount = choice < 0.3 ? undefined : choice < 0.85 ? int(1, Math.max(1, left)) : left + int(1, 1000);
+          const reply = await s.client.refund({
+            paymentIdentifier: payment.id,
+            refundReference: `rf-${seed}-${step}`,
+            ...(amount === undefined ? {} : { amount: amount / 100 }),
+          });
+          const wanted = amount ?? left;
+          trace.push(`${step}: refund ${wanted} of ${payment.id} (left ${left}, shop has ${shopBalance(payment.shop)}) → ${reply.status}`);
+          const code = (reply.body as { error?: { code: string } }).error?.code;
+          if (left === 0) assert.deepEqual([reply.status, code], [409, 'payment_not_refundable'], at('nothing left'));
+          else if (wanted > left) assert.deepEqual([reply.status, code], [422, 'validation_failed'], at('more than is left'));
+          else if (wanted > shopBalance(payment.shop))
+            assert.deepEqual([reply.status, code], [409, 'insufficient_balance'], at('shop short'));
+          else {
+            assert.equal(reply.status, 201, at(JSON.stringify(reply.body)));
+            payment.refunded += wanted;
+            payment.refunds++;
+            payment.events++;
+            payment.payer.refunded += wanted;
+          }
+        } else if (r < 0.93) {
+          // The merchant calls off a request not yet answered (and not about to expire).
+          const payment = pick(
+            payments.filter((p) => (p.status === 'pending' || p.status === 'no_user') && Date.now() < p.expiresAt - 450),
+          );
+          if (!payment) continue;
+          const reply = await (shops[payment.shop] as Shop).client.cancelPayment(payment.id);
+          trace.push(`${step}: cancel ${payment.id} (${payment.status}) → ${reply.status}`);
+          if (reply.status === 409 && Date.now() >= payment.expiresAt) continue;
+          assert.equal(reply.status, 200, at(JSON.stringify(reply.body)));
+          assert.equal((reply.body as Payment).reason, 'cancelled_by_merchant', at('cancelled'));
+          payment.status = 'declined';
+          payment.reason = 'cancelled_by_merchant';
+          payment.events++;
+        } else if (r < 0.97) {
+          // The operator settles some of a shop's balance to its bank, sometimes more than it has.
+          const index = int(0, shops.length - 1);
+          const has = shopBalance(index);
+          const amount = random() < 0.2 ? has + int(1, 1000) : int(1, Math.max(1, Math.floor(has / 2)));
+          const reply = await admin(lipa, 'POST', `/api/v1/admin/merchants/${(shops[index] as Shop).merchant.merchantId}/settlements`, {
+            amount: amount / 100,
+            reference: `bank-${seed}-${step}`,
+          });
+          trace.push(`${step}: settle ${amount} of shop ${index} (has ${has}) → ${reply.status}`);
+          if (amount > has) assert.deepEqual([reply.status, reply.body.error?.code], [409, 'insufficient_balance'], at('settle too much'));
+          else {
+            assert.equal(reply.status, 201, at(reply.text));
+            settled[index] = (settled[index] ?? 0) + amount;
+          }
         } else {
           trace.push(`${step}: wait for expiries`);
           await sleep(1100);
@@ -1120,6 +1187,9 @@ describe('wallet: ledger property test', () => {
         assert.equal(final.reason, payment.reason, at(`${payment.id} reason`));
         assert.equal((await eventsFor(lipa, payment.id)).length, payment.events, at(`${payment.id} callback events`));
         assert.equal(await paymentTransactions(lipa, payment.id), payment.status === 'paid' ? 1 : 0, at(`${payment.id} paid once`));
+        assert.equal(cents(final.refundedAmount), payment.refunded, at(`${payment.id} refundedAmount`));
+        const refundRows = await lipa.ctx.store.db.selectFrom('refunds').select('amount').where('payment_id', '=', payment.id).execute();
+        assert.equal(refundRows.length, payment.refunds, at(`${payment.id} refunds`));
       }
 
       await assertLedgerBalances(lipa, at('books'));
@@ -1127,7 +1197,7 @@ describe('wallet: ledger property test', () => {
 
       const accounts = await lipa.ctx.store.db.selectFrom('ledger_accounts').select(['kind', 'balance']).execute();
       const sum = (kind: string) => accounts.filter((a) => a.kind === kind).reduce((total, a) => total + Number(a.balance), 0);
-      assert.equal(sum('wallet') + sum('merchant'), -sum('cash_in'), at('wallets + merchants = -cash-in'));
+      assert.equal(sum('wallet') + sum('merchant') + sum('clearing'), -sum('cash_in'), at('wallets + merchants + settled = -cash-in'));
 
       for (const payer of payers) {
         assert.equal(await walletBalance(lipa, payer.token), balance(payer), at(`wallet of ${payer.fixture.phone} (API)`));
@@ -1139,11 +1209,14 @@ describe('wallet: ledger property test', () => {
         );
       }
       for (const [index, s] of shops.entries()) {
-        const earned = payments.filter((p) => p.shop === index && p.status === 'paid').reduce((total, p) => total + p.amount, 0);
-        assert.equal(await ledger(lipa, 'merchant', s.merchant.merchantId), earned, at(`merchant ${index}`));
+        // Its payments, less its refunds and settlements.
+        assert.equal(await ledger(lipa, 'merchant', s.merchant.merchantId), shopBalance(index), at(`merchant ${index}`));
       }
       const counts = ['paid', 'declined', 'pending', 'no_user'].map((st) => `${st}=${payments.filter((p) => p.status === st).length}`);
       t.diagnostic(`${payers.length} payers, ${payments.length} payments: ${counts.join(' ')} (open ones expired)`);
+      const refunds = payments.reduce((total, p) => total + p.refunds, 0);
+      const cancelled = payments.filter((p) => p.reason === 'cancelled_by_merchant').length;
+      t.diagnostic(`${refunds} refunds, ${cancelled} cancelled, ${settled.filter((s) => s > 0).length} shops settled`);
       assert.deepEqual(lifecycle, [], at('no_user payments must become pending when their phone registers (CONTRACT §6)'));
     } catch (error) {
       if (error instanceof Error && !error.message.includes(`seed ${seed}`)) error.message = at(error.message);

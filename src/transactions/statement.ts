@@ -91,8 +91,8 @@ export async function listTransactions(
   return ctx.cursors.page(scope, rows, filter.limit, (row) => [Number(row.seq)], toTransaction);
 }
 
-/** The whole range, oldest first, a chunk at a time: the CSV export reads it as it writes. */
-export async function* statementEntries(ctx: AppContext, merchantId: string, filter: StatementFilter, chunk = 2000) {
+/** The whole range, oldest first, a chunk of entries at a time: the CSV export reads it as it writes. */
+export async function* statementChunks(ctx: AppContext, merchantId: string, filter: StatementFilter, chunk = 5000) {
   const account = accountId('merchant', merchantId);
   const range = await seqRange(ctx, account, filter);
   if (range === null) return;
@@ -105,7 +105,7 @@ export async function* statementEntries(ctx: AppContext, merchantId: string, fil
       .where('seq', '<=', Math.min(range[1], next + chunk - 1));
     if (filter.type !== undefined) query = query.where('kind', '=', filter.type);
     const rows = await query.orderBy('seq', 'asc').execute();
-    for (const row of rows) yield toTransaction(row);
+    if (rows.length > 0) yield rows.map(toTransaction);
     next += chunk;
   }
 }
@@ -127,10 +127,12 @@ export const CSV_COLUMNS = ['transactionId', 'type', 'amount', 'currency', 'bala
 
 /** One RFC 4180 line (CRLF): fields with a comma, quote or line break quoted, quotes doubled. */
 export function csvLine(values: readonly (string | number | undefined)[]): string {
-  return `${values
-    .map((v) => {
-      const text = v === undefined ? '' : String(v);
-      return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text;
-    })
-    .join(',')}\r\n`;
+  let line = '';
+  for (const [i, v] of values.entries()) {
+    const text = v === undefined ? '' : String(v);
+    line += (i === 0 ? '' : ',') + (NEEDS_QUOTES.test(text) ? `"${text.replaceAll('"', '""')}"` : text);
+  }
+  return `${line}\r\n`;
 }
+
+const NEEDS_QUOTES = /[",\r\n]/;

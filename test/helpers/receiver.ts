@@ -41,7 +41,8 @@ export interface Receiver {
   close(): Promise<void>;
 }
 
-export async function startReceiver(options: { https?: boolean } = {}): Promise<Receiver> {
+/** `port`: a given one (a receiver that comes up where callbacks were failing); default any free one. */
+export async function startReceiver(options: { https?: boolean; port?: number } = {}): Promise<Receiver> {
   const receiver: Receiver = {
     url: '',
     received: [],
@@ -80,7 +81,7 @@ export async function startReceiver(options: { https?: boolean } = {}): Promise<
     });
   };
   const server = options.https ? createHttpsServer(selfSignedCertificate(), handler) : createHttpServer(handler);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(options.port ?? 0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   receiver.url = `${options.https ? 'https' : 'http'}://127.0.0.1:${port}`;
   receiver.close = () =>
