@@ -280,6 +280,80 @@ describe('refunds (CONTRACT §11)', () => {
   });
 });
 
+describe('refunds and cancellation from the dashboard (merchant bearer)', () => {
+  let lipa: Lipa;
+  let receiver: Receiver;
+  let till: Till;
+
+  before(async () => {
+    lipa = await startLipa(NO_LIMITS);
+    receiver = await startReceiver();
+    till = await openTill(lipa, receiver);
+  });
+  after(async () => {
+    await lipa.close();
+    await receiver.close();
+  });
+
+  const refund = (paymentId: string, body: object, token = till.merchant.token) =>
+    call(lipa.url, 'POST', `/api/v1/payments/${paymentId}/refunds`, { token, body });
+  const refundsOf = (paymentId: string, query = '', token = till.merchant.token) =>
+    call(lipa.url, 'GET', `/api/v1/payments/${paymentId}/refunds${query}`, { token });
+
+  test('a refund with the session: the same rules and answers as the signed one, and the payment lists it', async () => {
+    const payment = await paidPayment(lipa, till, receiver, 30);
+    const reference = refundReference();
+    const made = await refund(payment.paymentIdentifier, { refundReference: reference, amount: 10, reason: 'Too big' });
+    assert.equal(made.status, 201, made.text);
+    assert.equal(made.body.amount, 10);
+    const replay = await refund(payment.paymentIdentifier, { refundReference: reference, amount: 10, reason: 'Too big' });
+    assert.equal(replay.status, 200);
+    assert.deepEqual(replay.body, made.body);
+    assert.equal((await refund(payment.paymentIdentifier, { refundReference: reference, amount: 11 })).status, 409);
+    const rest = await refund(payment.paymentIdentifier, { refundReference: refundReference() });
+    assert.equal(rest.body.amount, 20);
+    assert.equal(
+      (await refund(payment.paymentIdentifier, { refundReference: refundReference(), amount: 1 })).body.error.code,
+      'payment_not_refundable',
+    );
+    // The signed status endpoint finds a refund made from the dashboard.
+    assert.equal((await till.client.refundStatus(made.body.refundIdentifier)).status, 200);
+    const listed = await refundsOf(payment.paymentIdentifier);
+    assert.equal(listed.status, 200);
+    assert.deepEqual(
+      listed.body.data.map((r: Refund) => r.amount),
+      [20, 10],
+    );
+    assert.equal(listed.body.nextCursor, null);
+    const first = await refundsOf(payment.paymentIdentifier, '?limit=1');
+    assert.equal(first.body.data.length, 1);
+    const second = await refundsOf(payment.paymentIdentifier, `?limit=1&cursor=${encodeURIComponent(first.body.nextCursor)}`);
+    assert.deepEqual([...first.body.data, ...second.body.data], listed.body.data);
+    assert.equal(second.body.nextCursor, null);
+  });
+
+  test('another merchant, a payer or no token: 404, 403, 401; nothing changes', async () => {
+    const payment = await paidPayment(lipa, till, receiver, 30);
+    const stranger = await merchantWithPos(lipa);
+    assert.equal((await refund(payment.paymentIdentifier, { refundReference: refundReference() }, stranger.token)).status, 404);
+    assert.equal((await refundsOf(payment.paymentIdentifier, '', stranger.token)).status, 404);
+    assert.equal((await refund(payment.paymentIdentifier, { refundReference: refundReference() }, till.payerToken)).status, 403);
+    assert.equal(
+      (await call(lipa.url, 'POST', `/api/v1/payments/${payment.paymentIdentifier}/refunds`, { body: { refundReference: 'x' } })).status,
+      401,
+    );
+    const pending = await requestPayment(till, receiver, 5);
+    const cancel = (token: string) => call(lipa.url, 'POST', `/api/v1/payments/${pending.paymentIdentifier}/cancel`, { token });
+    assert.equal((await cancel(stranger.token)).status, 404);
+    assert.equal((await cancel(till.payerToken)).status, 403);
+    assert.equal(await refundedAmountOf(till, payment.paymentIdentifier), 0);
+    const cancelled = await cancel(till.merchant.token);
+    assert.equal(cancelled.status, 200);
+    assert.deepEqual([cancelled.body.status, cancelled.body.reason], ['declined', 'cancelled_by_merchant']);
+    assert.equal((await cancel(till.merchant.token)).body.error.code, 'payment_not_pending');
+  });
+});
+
 describe('cancellation (CONTRACT §11)', () => {
   let lipa: Lipa;
   let receiver: Receiver;

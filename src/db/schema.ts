@@ -176,8 +176,8 @@ export interface RefundTable {
   id: string;
   merchant_id: string;
   payment_id: string;
-  /** The signing key that asked for it. */
-  api_key_id: string;
+  /** The signing key that asked for it; null when the merchant asked from the dashboard. */
+  api_key_id: string | null;
   refund_reference: string;
   amount: number;
   currency: string;

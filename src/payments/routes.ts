@@ -6,7 +6,7 @@ import { cancelPayment } from './cancel-payment.js';
 import { createPayment, findPayment } from './create-payment.js';
 import { toPaymentView } from './payment-view.js';
 import { CreatePaymentBody, CreatePaymentBodyDocumented, Payment, SignedHeaders, StatusBody } from './schemas.js';
-import { signedRoute, signerOf } from './signed-request.js';
+import { signedAsker, signedRoute, signerOf } from './signed-request.js';
 
 /** Endpoints 5 and 6: signed merchant payment requests. */
 export function registerPaymentRoutes(app: App, ctx: AppContext): void {
@@ -67,6 +67,6 @@ export function registerPaymentRoutes(app: App, ctx: AppContext): void {
       },
     },
     async (request) =>
-      toPaymentView(ctx, requestOrigin(request), await cancelPayment(ctx, signerOf(request), request.body.paymentIdentifier)),
+      toPaymentView(ctx, requestOrigin(request), await cancelPayment(ctx, signedAsker(request), request.body.paymentIdentifier)),
   );
 }

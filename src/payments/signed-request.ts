@@ -21,6 +21,18 @@ export interface Signer {
   nonceRecorded: boolean;
 }
 
+/** Who asks for a merchant's operation: a signed request (its key and nonce), or the merchant's session (the dashboard). */
+export interface Asker {
+  merchantId: string;
+  signer: Signer | null;
+}
+
+/** The asker of a signed request. */
+export function signedAsker(request: FastifyRequest): Asker {
+  const signer = signerOf(request);
+  return { merchantId: signer.merchantId, signer };
+}
+
 declare module 'fastify' {
   interface FastifyRequest {
     /** The verified signing key of a signed request. */

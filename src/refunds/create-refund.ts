@@ -8,7 +8,7 @@ import { AppError, assertText, FieldChecks, shown, validationError } from '../ht
 import { accountId, InsufficientFundsError, postTransaction } from '../ledger/ledger.js';
 import { fromMinorUnits, toMinorUnits } from '../ledger/money.js';
 import { MAX_PAYMENT } from '../payments/schemas.js';
-import { consumeNonce, type Signer } from '../payments/signed-request.js';
+import { type Asker, consumeNonce, type Signer } from '../payments/signed-request.js';
 import { randomId } from '../security/tokens.js';
 import { formatAmount } from '../wallet/prompt.js';
 import { toRefundView } from './refund-view.js';
@@ -52,7 +52,8 @@ export interface CreatedRefund {
  * balance, so no interleaving takes the balance below zero. (merchant, refundReference) is
  * an idempotency key.
  */
-export async function createRefund(ctx: AppContext, signer: Signer, body: Body): Promise<CreatedRefund> {
+export async function createRefund(ctx: AppContext, asker: Asker, body: Body): Promise<CreatedRefund> {
+  const { merchantId, signer } = asker;
   const requested = validate(body);
   const print = fingerprint(body);
   const now = ctx.now();
@@ -62,8 +63,8 @@ export async function createRefund(ctx: AppContext, signer: Signer, body: Body):
   let nonceRecorded = true;
   try {
     outcome = await ctx.store.write(async (tx) => {
-      await consumeNonce(tx, signer);
-      const earlier = await byReference(tx, signer.merchantId, body.refundReference);
+      if (signer) await consumeNonce(tx, signer);
+      const earlier = await byReference(tx, merchantId, body.refundReference);
       if (earlier) return { refund: earlier, created: false };
       const payment = await lockedRead(
         ctx.store.dialect,
@@ -74,7 +75,7 @@ export async function createRefund(ctx: AppContext, signer: Signer, body: Body):
           .selectAll('p')
           .select(['m.name as merchant_name', 's.result_url'])
           .where('p.id', '=', body.paymentIdentifier)
-          .where('p.merchant_id', '=', signer.merchantId),
+          .where('p.merchant_id', '=', merchantId),
       ).executeTakeFirst();
       if (!payment) throw new AppError('not_found', `No payment ${shown(body.paymentIdentifier)}.`);
       const amount = refundableAmount(ctx, payment, requested, now);
@@ -113,7 +114,7 @@ export async function createRefund(ctx: AppContext, signer: Signer, body: Body):
         id,
         merchant_id: payment.merchant_id,
         payment_id: payment.id,
-        api_key_id: signer.keyId,
+        api_key_id: signer?.keyId ?? null,
         refund_reference: body.refundReference,
         amount,
         currency: payment.currency,
@@ -144,12 +145,12 @@ export async function createRefund(ctx: AppContext, signer: Signer, body: Body):
   } catch (error) {
     if (!(error instanceof ReferenceTaken)) throw error;
     // The transaction rolled back whole, nonce included: the onSend hook records it.
-    const taken = await byReference(ctx.store.db, signer.merchantId, body.refundReference);
+    const taken = await byReference(ctx.store.db, merchantId, body.refundReference);
     if (!taken) throw error;
     outcome = { refund: taken, created: false };
     nonceRecorded = false;
   }
-  signer.nonceRecorded = nonceRecorded;
+  if (signer) signer.nonceRecorded = nonceRecorded;
   if (!outcome.created && outcome.refund.fingerprint !== print) {
     throw new AppError('idempotency_conflict', `Refund ${body.refundReference} already exists with a different request body.`);
   }

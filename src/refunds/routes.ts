@@ -2,7 +2,7 @@ import type { AppContext } from '../context.js';
 import { errors } from '../http/schemas.js';
 import type { App } from '../http/types.js';
 import { SignedHeaders } from '../payments/schemas.js';
-import { signedRoute, signerOf } from '../payments/signed-request.js';
+import { signedAsker, signedRoute, signerOf } from '../payments/signed-request.js';
 import { createRefund, findRefund } from './create-refund.js';
 import { toRefundView } from './refund-view.js';
 import { CreateRefundBody, CreateRefundBodyDocumented, Refund, RefundStatusBody } from './schemas.js';
@@ -28,7 +28,7 @@ export function registerRefundRoutes(app: App, ctx: AppContext): void {
       },
     },
     async (request, reply) => {
-      const { refund, created } = await createRefund(ctx, signerOf(request), request.body);
+      const { refund, created } = await createRefund(ctx, signedAsker(request), request.body);
       return reply.code(created ? 201 : 200).send(toRefundView(refund));
     },
   );

@@ -37,7 +37,7 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('id', 'text', (c) => c.primaryKey())
     .addColumn('merchant_id', 'text', (c) => c.notNull().references('merchants.id'))
     .addColumn('payment_id', 'text', (c) => c.notNull().references('payments.id'))
-    .addColumn('api_key_id', 'text', (c) => c.notNull())
+    .addColumn('api_key_id', 'text')
     .addColumn('refund_reference', 'text', (c) => c.notNull())
     .addColumn('amount', 'bigint', (c) => c.notNull())
     .addColumn('currency', 'text', (c) => c.notNull())
