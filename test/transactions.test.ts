@@ -1,10 +1,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import type { Kysely } from 'kysely';
 import type { Balance, Page, Refund, Transaction } from '../src/client/index.js';
-import { accountId } from '../src/ledger/ledger.js';
+import { openDatabase } from '../src/db/database.js';
+import { up } from '../src/db/migrations/012_refunds_and_statements.js';
+import { accountId, checkLedger, postTransaction } from '../src/ledger/ledger.js';
 import { assertError } from './helpers/assertions.js';
 import { admin, call, clientFor, merchantWithPos, unique } from './helpers/client.js';
-import { type Lipa, startLipa } from './helpers/harness.js';
+import { freshDatabase, type Lipa, startLipa } from './helpers/harness.js';
 import { cents, ledgerBalance, NO_LIMITS, openTill, paidPayment, refundReference, type Till } from './helpers/money.js';
 import { type Receiver, startReceiver } from './helpers/receiver.js';
 
@@ -229,7 +232,6 @@ describe('balance and transactions (CONTRACT §12)', () => {
     const shop = await openTill(lipa, receiver);
     // 1,000 statement entries, written through the ledger as payments make them (an HTTP
     // payment each would take minutes): one refund transaction per entry pair is not needed.
-    const { postTransaction } = await import('../src/ledger/ledger.js');
     const merchant = accountId('merchant', shop.merchant.merchantId);
     const wallet = accountId('wallet', shop.payer.payerId);
     for (let batch = 0; batch < 10; batch++) {
@@ -270,5 +272,135 @@ describe('balance and transactions (CONTRACT §12)', () => {
     assert.equal(ids.filter((id) => old.has(id)).length, 1000, 'every old entry once');
     assert.ok(made > 0, 'entries were written during the walk');
     assertReconciles([...seen].reverse());
+  });
+});
+
+describe('migration 012 on a database with history', () => {
+  test('the postings made before it become numbered statement entries that reconcile, and new ones follow on', async () => {
+    const database = await freshDatabase();
+    const old = await openDatabase(database.url, { upTo: '011_merchant_suspension' });
+    // biome-ignore lint/suspicious/noExplicitAny: the schema of migration 011, not today's
+    const db = old.db as unknown as Kysely<any>;
+    await db.insertInto('categories').values({ id: 'cat-m', name: 'Migration test shops', mcc: '0001' }).execute();
+    await db
+      .insertInto('merchants')
+      .values({ id: 'mer_m', login: 'm@shop.example', name: 'M', password_hash: 'x', created_at: 1 })
+      .execute();
+    await db
+      .insertInto('points_of_sale')
+      .values({
+        id: 'pos_m',
+        merchant_id: 'mer_m',
+        terminal_id: 'T-M',
+        category_id: 'cat-m',
+        pos_company_name: 'M',
+        description: 'd',
+        website: 'https://m.example',
+        result_url: 'https://m.example/r',
+        server_url: 'https://m.example/s',
+        trust_all_certificates: 0,
+        created_at: 1,
+      })
+      .execute();
+    const accounts = [
+      { id: accountId('cash_in', 'system'), kind: 'cash_in', owner_id: 'system', balance: -1000 },
+      { id: accountId('wallet', 'pyr_m'), kind: 'wallet', owner_id: 'pyr_m', balance: 700 },
+      { id: accountId('merchant', 'mer_m'), kind: 'merchant', owner_id: 'mer_m', balance: 300 },
+    ];
+    await db
+      .insertInto('ledger_accounts')
+      .values(accounts.map((a) => ({ ...a, currency: 'KES', created_at: 1 })))
+      .execute();
+    const payments = [
+      ['pay_m1', 'order-m1', 100, 20],
+      ['pay_m2', 'order-m2', 200, 30],
+    ] as const;
+    for (const [id, order, amount, at] of payments)
+      await db
+        .insertInto('payments')
+        .values({
+          id,
+          merchant_id: 'mer_m',
+          pos_id: 'pos_m',
+          terminal_id: 'T-M',
+          api_key_id: 'key_m',
+          order_id: order,
+          amount,
+          currency: 'KES',
+          payer_phone: '254700000001',
+          payer_id: 'pyr_m',
+          callback_url: 'https://m.example/cb',
+          fingerprint: 'f',
+          status: 'paid',
+          created_at: at,
+          updated_at: at,
+          expires_at: at + 1000,
+        })
+        .execute();
+    const transactions = [
+      ['ltx_d', 'deposit', 'pyr_m', 10, [accounts[0], -1000], [accounts[1], 1000]],
+      ['ltx_1', 'payment', 'pay_m1', 20, [accounts[1], -100], [accounts[2], 100]],
+      ['ltx_2', 'payment', 'pay_m2', 30, [accounts[1], -200], [accounts[2], 200]],
+    ] as const;
+    for (const [id, kind, reference, at, ...postings] of transactions) {
+      await db.insertInto('ledger_transactions').values({ id, kind, reference, created_at: at }).execute();
+      for (const [i, [account, amount]] of postings.entries())
+        await db
+          .insertInto('ledger_postings')
+          .values({ id: `lpo_${id}_${i}`, transaction_id: id, account_id: account?.id, amount, created_at: at })
+          .execute();
+    }
+    await old.close();
+
+    const upgraded = await openDatabase(database.url);
+    try {
+      const entries = await upgraded.db
+        .selectFrom('ledger_entries')
+        .select(['account_id', 'seq', 'kind', 'amount', 'balance_after', 'reference', 'order_id'])
+        .orderBy('account_id')
+        .orderBy('seq')
+        .execute();
+      assert.deepEqual(
+        entries.map((e) => [e.account_id, Number(e.seq), e.kind, Number(e.amount), Number(e.balance_after), e.reference, e.order_id]),
+        [
+          [accountId('merchant', 'mer_m'), 1, 'payment', 100, 100, 'pay_m1', 'order-m1'],
+          [accountId('merchant', 'mer_m'), 2, 'payment', 200, 300, 'pay_m2', 'order-m2'],
+          [accountId('wallet', 'pyr_m'), 1, 'deposit', 1000, 1000, 'pyr_m', null],
+          [accountId('wallet', 'pyr_m'), 2, 'payment', -100, 900, 'pay_m1', 'order-m1'],
+          [accountId('wallet', 'pyr_m'), 3, 'payment', -200, 700, 'pay_m2', 'order-m2'],
+        ],
+        'the cash-in account has no statement',
+      );
+      assert.deepEqual((await checkLedger(upgraded.db)).statements, []);
+      // A new posting is numbered after them.
+      await upgraded.write((tx) =>
+        postTransaction(
+          tx,
+          {
+            kind: 'settlement',
+            reference: 'stl_m',
+            postings: [
+              { accountId: accountId('merchant', 'mer_m'), amount: -50 },
+              { accountId: accountId('wallet', 'pyr_m'), amount: 50 },
+            ],
+          },
+          40,
+        ),
+      );
+      const last = await upgraded.db
+        .selectFrom('ledger_entries')
+        .select(['seq', 'balance_after'])
+        .where('account_id', '=', accountId('merchant', 'mer_m'))
+        .orderBy('seq', 'desc')
+        .executeTakeFirstOrThrow();
+      assert.deepEqual([Number(last.seq), Number(last.balance_after)], [3, 250]);
+      assert.deepEqual((await checkLedger(upgraded.db)).statements, []);
+      // Run again (SQLite migrates outside a transaction, so a start cut short runs it again): no change, no error.
+      await up(upgraded.db as unknown as Kysely<never>);
+      assert.equal((await upgraded.db.selectFrom('ledger_entries').select('seq').execute()).length, 7);
+    } finally {
+      await upgraded.close();
+      await database.drop();
+    }
   });
 });
