@@ -113,7 +113,7 @@ export function registerTransactionRoutes(app: App, ctx: AppContext): void {
           .type('text/csv; charset=utf-8')
           .header('content-disposition', 'attachment; filename="transactions.csv"')
           // Fastify streams a Readable with back-pressure; the schema types the body as the text it becomes.
-          .send(Readable.from(text()) as unknown as string)
+          .send(Readable.from(text(), { highWaterMark: 1 }) as unknown as string)
       );
     },
   );

@@ -92,7 +92,7 @@ export async function listTransactions(
 }
 
 /** The whole range, oldest first, a chunk of entries at a time: the CSV export reads it as it writes. */
-export async function* statementChunks(ctx: AppContext, merchantId: string, filter: StatementFilter, chunk = 5000) {
+export async function* statementChunks(ctx: AppContext, merchantId: string, filter: StatementFilter, chunk = 1000) {
   const account = accountId('merchant', merchantId);
   const range = await seqRange(ctx, account, filter);
   if (range === null) return;
