@@ -54,7 +54,7 @@ const confirm = (lipa: Lipa, login: string, otp: string) => call(lipa.url, 'POST
 async function outbox(lipa: Lipa): Promise<OutboxEntry[]> {
   const reply = await admin(lipa, 'GET', '/api/v1/admin/outbox?limit=200');
   assert.equal(reply.status, 200, reply.text);
-  return reply.body;
+  return reply.body.data;
 }
 
 /**

@@ -71,7 +71,7 @@ async function waitFor<T>(what: string, probe: () => Promise<T | undefined> | T 
 async function callbackLog(baseUrl: string, token: string, paymentIdentifier: string): Promise<CallbackLogEntry[]> {
   const reply = await call(baseUrl, 'GET', `/api/v1/callbacks?paymentIdentifier=${encodeURIComponent(paymentIdentifier)}`, { token });
   assert.equal(reply.status, 200, reply.text);
-  return reply.body as CallbackLogEntry[];
+  return reply.body.data as CallbackLogEntry[];
 }
 
 /** The single delivery of the payment's single event to `url`, once `ready` holds for it. */

@@ -417,7 +417,7 @@ describe('pages end to end in Chromium', () => {
     const deliveredTimes = async (times: number) => {
       const reply = await call(lipa.url, 'GET', `/api/v1/callbacks?paymentIdentifier=${payment.paymentIdentifier}`, { token });
       assert.equal(reply.status, 200, reply.text);
-      const deliveries = reply.body.flatMap((e: { deliveries: { status: string; attempts: number }[] }) => e.deliveries);
+      const deliveries = reply.body.data.flatMap((e: { deliveries: { status: string; attempts: number }[] }) => e.deliveries);
       return (
         deliveries.length === 2 &&
         deliveries.every((d: { status: string; attempts: number }) => d.status === 'delivered' && d.attempts === times)
@@ -565,9 +565,9 @@ describe('pages end to end in Chromium', () => {
   test('sign-in: a double click sends one code; a new code can be sent, and the old one then fails; Start again goes back', async () => {
     const page = await payerContext.newPage();
     const otps = async () =>
-      ((await admin(lipa, 'GET', '/api/v1/admin/outbox?limit=200')).body as Array<{ to: string; purpose: string; content: string }>).filter(
-        (m) => m.to === payer.phone && m.purpose === 'otp',
-      );
+      (
+        (await admin(lipa, 'GET', '/api/v1/admin/outbox?limit=200')).body.data as Array<{ to: string; purpose: string; content: string }>
+      ).filter((m) => m.to === payer.phone && m.purpose === 'otp');
     try {
       await page.goto(`${lipa.url}/wallet`);
       const before = (await otps()).length;
@@ -641,7 +641,7 @@ describe('pages end to end in Chromium', () => {
     await payers.waitFor();
     const payerRow = payers.locator('tr', { hasText: payer.phone });
     const apiPayers = await admin(lipa, 'GET', '/api/v1/admin/payers?limit=200');
-    const balance = apiPayers.body.find((p: { phone: string }) => p.phone === payer.phone)?.balance;
+    const balance = apiPayers.body.data.find((p: { phone: string }) => p.phone === payer.phone)?.balance;
     assert.equal(balance, 3499.5);
     assert.equal(await payerRow.locator('[data-label="Balance"]').textContent(), money(balance));
     // Times name their zone (the browser's: Nairobi here).
@@ -670,9 +670,9 @@ describe('pages end to end in Chromium', () => {
     const apiOutbox = await admin(lipa, 'GET', '/api/v1/admin/outbox?limit=100');
     assert.deepEqual(
       recipients,
-      apiOutbox.body.map((m: { to: string }) => m.to),
+      apiOutbox.body.data.map((m: { to: string }) => m.to),
     );
-    const times = apiOutbox.body.map((m: { createdAt: string }) => Date.parse(m.createdAt));
+    const times = apiOutbox.body.data.map((m: { createdAt: string }) => Date.parse(m.createdAt));
     assert.deepEqual(
       times,
       [...times].sort((a, b) => b - a),
@@ -725,7 +725,7 @@ describe('pages end to end in Chromium', () => {
   test('a double click sends one request (a deposit, a merchant, a key); a network failure is said, not swallowed', async () => {
     const depositor = await createPayer(lipa, { balance: 1000 });
     const balanceOf = async () =>
-      ((await admin(lipa, 'GET', '/api/v1/admin/payers?limit=200')).body as Array<{ phone: string; balance: number }>).find(
+      ((await admin(lipa, 'GET', '/api/v1/admin/payers?limit=200')).body.data as Array<{ phone: string; balance: number }>).find(
         (p) => p.phone === depositor.phone,
       )?.balance;
     const page = await operator.newPage();

@@ -98,7 +98,10 @@ describe('messaging over SMTP', () => {
     assert.equal((await waitForStatus(lipa, key, asHtml.body.id, ['sent'])).content_type, 'html');
     assert.equal((await waitForStatus(lipa, key, asText.body.id, ['sent'])).content_type, 'text');
     // The operator's outbox tells them apart too.
-    const outbox = (await admin(lipa, 'GET', '/api/v1/admin/outbox?limit=200')).body as Array<{ id: string; contentType: string | null }>;
+    const outbox = (await admin(lipa, 'GET', '/api/v1/admin/outbox?limit=200')).body.data as Array<{
+      id: string;
+      contentType: string | null;
+    }>;
     assert.equal(outbox.find((m) => m.id === asHtml.body.id)?.contentType, 'html');
     assert.equal(outbox.find((m) => m.id === asText.body.id)?.contentType, 'text');
   });
@@ -148,7 +151,7 @@ describe('messaging over SMTP', () => {
     const listed = await call(lipa.url, 'GET', '/api/v1/messages?limit=200', { token });
     assert.equal(listed.status, 200, listed.text);
     assert.deepEqual(
-      listed.body.find((m: { id: string }) => m.id === reply.body.id),
+      listed.body.data.find((m: { id: string }) => m.id === reply.body.id),
       data,
     );
   });
@@ -183,7 +186,7 @@ describe('messaging over SMTP', () => {
     await until('the OTP email recorded as sent', async () => {
       const outbox = await admin(lipa, 'GET', '/api/v1/admin/outbox?limit=200');
       assert.equal(outbox.status, 200, outbox.text);
-      entry = (outbox.body as OutboxEntry[]).find((m) => m.to === merchant.login && m.purpose === 'otp');
+      entry = (outbox.body.data as OutboxEntry[]).find((m) => m.to === merchant.login && m.purpose === 'otp');
       return entry?.status === 'sent';
     });
     const stored = (entry as OutboxEntry).content;

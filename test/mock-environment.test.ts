@@ -21,7 +21,7 @@ function assertTokenReply(reply: Reply): void {
 async function outboxIds(lipa: Lipa): Promise<string[]> {
   const reply = await admin(lipa, 'GET', '/api/v1/admin/outbox?limit=200');
   assert.equal(reply.status, 200, reply.text);
-  return (reply.body as Array<{ id: string }>).map((m) => m.id).sort();
+  return (reply.body.data as Array<{ id: string }>).map((m) => m.id).sort();
 }
 
 const mockConfirm = (lipa: Lipa, login: string, otp: string) => call(lipa.mockUrl, 'POST', CONFIRM, { body: { login, otp } });

@@ -443,15 +443,15 @@ describe('operator API (CONTRACT §2)', () => {
 
     const reply = await admin(lipa, 'GET', '/api/v1/admin/outbox?limit=200');
     assert.equal(reply.status, 200, reply.text);
-    assert.ok(Array.isArray(reply.body));
-    const times: number[] = reply.body.map((m: { createdAt: string }) => Date.parse(m.createdAt));
+    assert.ok(Array.isArray(reply.body.data));
+    const times: number[] = reply.body.data.map((m: { createdAt: string }) => Date.parse(m.createdAt));
     for (let i = 1; i < times.length; i++)
       assert.ok((times[i - 1] ?? 0) >= (times[i] ?? 0), `message ${i} is not older than message ${i - 1}`);
-    const iFirst = reply.body.findIndex((m: { to: string }) => m.to === first.login);
-    const iSecond = reply.body.findIndex((m: { to: string }) => m.to === second.login);
+    const iFirst = reply.body.data.findIndex((m: { to: string }) => m.to === first.login);
+    const iSecond = reply.body.data.findIndex((m: { to: string }) => m.to === second.login);
     assert.ok(iFirst >= 0 && iSecond >= 0, 'both OTP emails are in the outbox');
     assert.ok(iSecond < iFirst, 'the newer message comes first');
-    const message = reply.body[iSecond];
+    const message = reply.body.data[iSecond];
     assert.deepEqual(Object.keys(message).sort(), [
       'content',
       'contentType',
@@ -472,8 +472,8 @@ describe('operator API (CONTRACT §2)', () => {
 
     const limited = await admin(lipa, 'GET', '/api/v1/admin/outbox?limit=1');
     assert.equal(limited.status, 200);
-    assert.equal(limited.body.length, 1);
-    assert.deepEqual(limited.body[0], reply.body[0]);
+    assert.equal(limited.body.data.length, 1);
+    assert.deepEqual(limited.body.data[0], reply.body.data[0]);
   });
 });
 
@@ -525,7 +525,7 @@ describe('suspending a merchant', () => {
       401,
       'invalid_credentials',
     );
-    const listed = (await admin(lipa, 'GET', '/api/v1/admin/merchants?limit=200')).body.find(
+    const listed = (await admin(lipa, 'GET', '/api/v1/admin/merchants?limit=200')).body.data.find(
       (m: { merchantId: string }) => m.merchantId === merchant.merchantId,
     );
     assert.equal(listed.suspendedAt, suspended.body.suspendedAt);
@@ -726,7 +726,7 @@ describe('operator CLI', () => {
         onFresh(['payer', 'deposit', '--phone', '254708000004', '--amount', '5']),
         refused(/^lipa: Staging test payer 254708000004 always has no money/m),
       );
-      const payers = JSON.parse((await onFresh(['payer', 'list'])).stdout) as Array<{ phone: string }>;
+      const payers = JSON.parse((await onFresh(['payer', 'list'])).stdout).data as Array<{ phone: string }>;
       for (const phone of ['254708000001', '254708000002', '254708000003', '254708000004']) {
         assert.ok(
           payers.some((p) => p.phone === phone),
@@ -776,7 +776,7 @@ describe('operator CLI', () => {
   };
 
   test('the CLI validates as the operator API does: a bad login or a short password exits 1 and creates nothing', async () => {
-    const before = (await admin(lipa, 'GET', '/api/v1/admin/merchants?limit=200')).body.length;
+    const before = (await admin(lipa, 'GET', '/api/v1/admin/merchants?limit=200')).body.data.length;
     await assert.rejects(
       cli(['merchant', 'create', '--login', 'not an email', '--password', 'long enough', '--name', 'X']),
       refused(/login must be an email address/),
@@ -785,7 +785,7 @@ describe('operator CLI', () => {
       cli(['merchant', 'create', '--login', `${unique('cli')}@duka.example`, '--password', 'short', '--name', 'X']),
       refused(/password/),
     );
-    assert.equal((await admin(lipa, 'GET', '/api/v1/admin/merchants?limit=200')).body.length, before);
+    assert.equal((await admin(lipa, 'GET', '/api/v1/admin/merchants?limit=200')).body.data.length, before);
   });
 
   test('an unknown option or an amount that is not a decimal number is one line and exit 1', async () => {
@@ -835,7 +835,7 @@ describe('operator CLI', () => {
     );
     refusedRun.child.stdin?.write('y'.repeat(4_096));
     await assert.rejects(refusedRun, refused(/the first line of standard input is over 1024 characters/));
-    const merchants = (await admin(lipa, 'GET', '/api/v1/admin/merchants?limit=200')).body as { login: string }[];
+    const merchants = (await admin(lipa, 'GET', '/api/v1/admin/merchants?limit=200')).body.data as { login: string }[];
     assert.ok(!merchants.some((m) => m.login === endless), 'nothing created');
   });
 
@@ -851,7 +851,7 @@ describe('operator CLI', () => {
     await assert.rejects(cli(['merchant', 'suspend']), refused(/--id is required/));
   });
 
-  test('merchant list, payer list and outbox print what the operator API answers', async () => {
+  test('merchant list, payer list and outbox print a page of what the operator API answers; --cursor reads the next', async () => {
     for (const [args, path] of [
       [['merchant', 'list', '--limit', '5'], '/api/v1/admin/merchants?limit=5'],
       [['payer', 'list'], '/api/v1/admin/payers'],
@@ -860,7 +860,14 @@ describe('operator CLI', () => {
       const { stdout } = await cli([...args]);
       assert.deepEqual(JSON.parse(stdout), (await admin(lipa, 'GET', path)).body, args.join(' '));
     }
-    await assert.rejects(cli(['merchant', 'list', '--limit', '0']), refused(/limit must be a whole number from 1 to 200/));
+    const first = await admin(lipa, 'GET', '/api/v1/admin/outbox?limit=1');
+    assert.equal(typeof first.body.nextCursor, 'string', 'more than one message was sent');
+    const next = JSON.parse((await cli(['outbox', '--limit', '1', '--cursor', first.body.nextCursor])).stdout);
+    const viaApi = await admin(lipa, 'GET', `/api/v1/admin/outbox?limit=1&cursor=${encodeURIComponent(first.body.nextCursor)}`);
+    assert.deepEqual(next, viaApi.body);
+    assert.notEqual(next.data[0].id, first.body.data[0].id, 'the second page, not the first again');
+    await assert.rejects(cli(['outbox', '--cursor', 'made-up']), refused(/cursor is not a cursor this list gave out/));
+    await assert.rejects(cli(['merchant', 'list', '--limit', '0']), refused(/limit must be a whole number from 1 to 500/));
   });
 
   test('categories prints what GET /api/v1/categories answers', async () => {

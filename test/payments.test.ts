@@ -72,7 +72,7 @@ interface OutboxEntry {
 async function promptsTo(lipa: Lipa, phone: string): Promise<OutboxEntry[]> {
   const reply = await admin(lipa, 'GET', '/api/v1/admin/outbox?limit=200');
   assert.equal(reply.status, 200, reply.text);
-  return (reply.body as OutboxEntry[]).filter((m) => m.to === phone && m.purpose === 'payment_prompt');
+  return (reply.body.data as OutboxEntry[]).filter((m) => m.to === phone && m.purpose === 'payment_prompt');
 }
 
 /** Polls `probe` until it returns something other than undefined. */
@@ -796,11 +796,11 @@ describe('no_user payments expire', () => {
       call(lipa.url, 'GET', '/api/v1/wallet/payments', { token }),
     ]);
     assert.deepEqual(
-      merchantList.body.map((p: { status: string }) => p.status),
+      merchantList.body.data.map((p: { status: string }) => p.status),
       ['expired'],
     );
-    assert.deepEqual(pendingList.body, [], 'nothing left to approve');
-    assert.equal(walletList.body.find((p: { paymentIdentifier: string }) => p.paymentIdentifier === id)?.status, 'expired');
+    assert.deepEqual(pendingList.body.data, [], 'nothing left to approve');
+    assert.equal(walletList.body.data.find((p: { paymentIdentifier: string }) => p.paymentIdentifier === id)?.status, 'expired');
     await sleep(600);
     assert.deepEqual(await statusEvents(id), ['expired']);
   });

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { type Compilable, CompiledQuery, sql } from 'kysely';
+import { merchantMessagesQuery } from '../src/messaging/list-messages.js';
 import { dueLoginCodes } from '../src/messaging/messenger.js';
+import { outboxQuery } from '../src/messaging/outbox.js';
 import { keptReceiptsMatched } from '../src/messaging/receipts.js';
 import { OPEN_WORK } from '../src/ops/metrics.js';
 import { payersQuery } from '../src/payers/payers.js';
@@ -47,29 +49,41 @@ describe('query plans: no scan of a table that grows', () => {
     return plan;
   }
 
-  test("a merchant's payments: newest first, of one status, by order id", async () => {
+  /** The first page, and a later one: beyond a cursor's (created_at, id). */
+  const PAGES = [undefined, [1_700_000_000_000, 'pay_x']] as const;
+
+  test("a merchant's payments: newest first, of one status, by order id; each page", async () => {
     const db = suite.store.db;
-    const newest = await assertIndexed(paymentsQuery(db, 'm', { limit: 50 }), 'payments', 'payments_merchant', 'payments_merchant');
-    // Walked in order: sorted only within one millisecond's payments (the id breaks ties), never all of them.
-    if (!ON_POSTGRES) assert.doesNotMatch(newest, /TEMP B-TREE FOR ORDER BY/, 'walked in order, not sorted');
-    for (const status of ['pending', 'no_user', 'paid'] as const) {
-      const plan = await assertIndexed(
-        paymentsQuery(db, 'm', { status, limit: 50 }),
+    for (const after of PAGES) {
+      const newest = await assertIndexed(
+        paymentsQuery(db, 'm', { limit: 50, after }),
         'payments',
-        'payments_merchant_status',
-        'payments_merchant_status',
+        'payments_merchant',
+        'payments_merchant',
       );
-      if (!ON_POSTGRES) assert.doesNotMatch(plan, /TEMP B-TREE/, 'walked in order, not sorted');
+      // Walked in order: sorted only within one millisecond's payments (the id breaks ties), never all of them.
+      if (!ON_POSTGRES) assert.doesNotMatch(newest, /TEMP B-TREE FOR ORDER BY/, 'walked in order, not sorted');
+      // A later page starts within the index, at the cursor's time, not at the merchant's newest.
+      if (after && !ON_POSTGRES) assert.match(newest, /payments_merchant \(merchant_id=\? AND created_at<\?\)/, newest);
+      for (const status of ['pending', 'no_user', 'paid'] as const) {
+        const plan = await assertIndexed(
+          paymentsQuery(db, 'm', { status, limit: 50, after }),
+          'payments',
+          'payments_merchant_status',
+          'payments_merchant_status',
+        );
+        if (!ON_POSTGRES) assert.doesNotMatch(plan, /TEMP B-TREE/, 'walked in order, not sorted');
+      }
+      // The unique (terminal_id, order_id) constraint's index, which SQLite names itself.
+      const terminalOrder = 'sqlite_autoindex_payments_\\d+ \\(terminal_id=\\? AND order_id=\\?\\)';
+      for (const status of [undefined, 'paid'] as const)
+        await assertIndexed(
+          paymentsQuery(db, 'm', { orderId: 'o-1', status, limit: 50, after }),
+          'payments',
+          terminalOrder,
+          'payments_terminal_order',
+        );
     }
-    // The unique (terminal_id, order_id) constraint's index, which SQLite names itself.
-    const terminalOrder = 'sqlite_autoindex_payments_\\d+ \\(terminal_id=\\? AND order_id=\\?\\)';
-    for (const status of [undefined, 'paid'] as const)
-      await assertIndexed(
-        paymentsQuery(db, 'm', { orderId: 'o-1', status, limit: 50 }),
-        'payments',
-        terminalOrder,
-        'payments_terminal_order',
-      );
   });
 
   test('the login codes due, which the messaging worker claims first: in their own index', async () => {
@@ -84,18 +98,45 @@ describe('query plans: no scan of a table that grows', () => {
     }
   });
 
-  test("a payer's payments (the wallet): all, or of one status, found by the payer's phone", async () => {
-    for (const status of [undefined, 'pending', 'paid'] as const) {
-      const index = status === undefined ? 'payments_payer \\(payer_phone=\\?\\)' : 'payments_payer \\(payer_phone=\\? AND status=\\?\\)';
-      await assertIndexed(walletPaymentsQuery(suite.store.db, 'payer', status), 'payments', index, 'payments_payer', 'p');
+  test("a payer's payments (the wallet): all, or of one status, found by the payer's phone; each page", async () => {
+    for (const after of PAGES)
+      for (const status of [undefined, 'pending', 'paid'] as const) {
+        const index = status === undefined ? 'payments_payer \\(payer_phone=\\?\\)' : 'payments_payer \\(payer_phone=\\? AND status=\\?\\)';
+        await assertIndexed(walletPaymentsQuery(suite.store.db, 'payer', status, 50, after), 'payments', index, 'payments_payer', 'p');
+      }
+  });
+
+  test("the operator's payers, newest first; each page", async () => {
+    for (const after of PAGES) {
+      const plan = await planOf(payersQuery(suite.store.db, 50, after));
+      // PostgreSQL plans by its statistics: on these empty tables a later page may read the index as a bitmap.
+      if (ON_POSTGRES) assert.match(plan, /(Index (Only )?Scan Backward using|Bitmap Index Scan on) payers_created\b/, plan);
+      if (ON_POSTGRES) assert.doesNotMatch(plan, /Seq Scan on payers\b/, plan);
+      else if (after) assert.match(plan, /^SEARCH p USING (COVERING )?INDEX payers_created \(created_at<\?\)/m, plan);
+      else assert.match(plan, /^SCAN p USING (COVERING )?INDEX payers_created\b/m, plan);
+      if (!ON_POSTGRES) assert.doesNotMatch(plan, /TEMP B-TREE/, plan);
     }
   });
 
-  test("the operator's payers, newest first", async () => {
-    const plan = await planOf(payersQuery(suite.store.db, 50));
-    if (ON_POSTGRES) assert.match(plan, /Index (Only )?Scan Backward using payers_created on payers\b/, plan);
-    else assert.match(plan, /^SCAN p USING (COVERING )?INDEX payers_created\b/m, plan);
-    if (!ON_POSTGRES) assert.doesNotMatch(plan, /TEMP B-TREE/, plan);
+  test("a merchant's messages and the operator's outbox, newest first; each page", async () => {
+    for (const after of PAGES) {
+      const own = await assertIndexed(
+        merchantMessagesQuery(suite.store.db, 'm', 50, after),
+        'messages',
+        'messages_merchant',
+        'messages_merchant',
+      );
+      const outbox = await planOf(outboxQuery(suite.store.db, 50, after));
+      if (ON_POSTGRES) assert.match(outbox, /(Index Scan Backward using|Bitmap Index Scan on) messages_created\b/, outbox);
+      if (ON_POSTGRES) assert.doesNotMatch(outbox, /Seq Scan on messages\b/, outbox);
+      else
+        assert.match(
+          outbox,
+          after ? /^SEARCH messages USING INDEX messages_created \(created_at<\?\)/m : /^SCAN messages USING INDEX messages_created\b/m,
+          outbox,
+        );
+      if (!ON_POSTGRES) for (const plan of [own, outbox]) assert.doesNotMatch(plan, /TEMP B-TREE FOR ORDER BY/, plan);
+    }
   });
 
   test('kept receipts are matched from the receipts, each message found by its SMSC id', async () => {

@@ -146,7 +146,7 @@ describe('staging test payers, end to end', () => {
     assert.equal(refused.status, 409, refused.text);
     assert.equal(refused.body.error.code, 'test_payer_without_money');
     const payers = await admin(lipa, 'GET', '/api/v1/admin/payers?limit=200');
-    const penniless = (payers.body as Array<{ phone: string; balance: number }>).find((p) => p.phone === '254708000004');
+    const penniless = (payers.body.data as Array<{ phone: string; balance: number }>).find((p) => p.phone === '254708000004');
     assert.equal(penniless?.balance, 0);
     // And so it still cannot pay.
     const { final } = await payAndWait('254708000004', 'declined');
@@ -178,9 +178,9 @@ describe('staging test payers, end to end', () => {
     const payments = await lipa.ctx.store.db.selectFrom('payments').select('id').where('payer_phone', '=', '254708000001').execute();
     const reply = await call(lipa.url, 'GET', `/api/v1/callbacks?paymentIdentifier=${payments[0]?.id}`, { token: merchant.token });
     assert.equal(reply.status, 200);
-    assert.equal(reply.body.length, 1);
-    assert.equal(reply.body[0].deliveries.length, 2);
-    for (const delivery of reply.body[0].deliveries) {
+    assert.equal(reply.body.data.length, 1);
+    assert.equal(reply.body.data[0].deliveries.length, 2);
+    for (const delivery of reply.body.data[0].deliveries) {
       assert.equal(delivery.status, 'delivered');
       assert.equal(delivery.history.length, 1);
       assert.equal(delivery.history[0].statusCode, 200);

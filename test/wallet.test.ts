@@ -190,9 +190,9 @@ describe('wallet: reading the wallet and its payments', () => {
 
     const reply = await call(lipa.url, 'GET', '/api/v1/wallet/payments?status=pending', { token: aliceToken });
     assert.equal(reply.status, 200, reply.text);
-    const ids = reply.body.map((p: { paymentIdentifier: string }) => p.paymentIdentifier).sort();
+    const ids = reply.body.data.map((p: { paymentIdentifier: string }) => p.paymentIdentifier).sort();
     assert.deepEqual(ids, [first.paymentIdentifier, second.paymentIdentifier].sort(), 'exactly her two payments');
-    const shown = reply.body.find((p: { paymentIdentifier: string }) => p.paymentIdentifier === first.paymentIdentifier);
+    const shown = reply.body.data.find((p: { paymentIdentifier: string }) => p.paymentIdentifier === first.paymentIdentifier);
     assert.equal(shown.merchantName, 'Mama Mboga Ltd');
     assert.equal(shown.amount, 120.5);
     assert.equal(shown.currency, 'KES');
@@ -205,7 +205,7 @@ describe('wallet: reading the wallet and its payments', () => {
     assert.deepEqual(noUser.body.error.details, [{ field: 'status', message: 'must be one of: pending, paid, declined, expired' }]);
     const bobsList = await call(lipa.url, 'GET', '/api/v1/wallet/payments?status=pending', { token: bobToken });
     assert.deepEqual(
-      bobsList.body.map((p: { paymentIdentifier: string }) => p.paymentIdentifier),
+      bobsList.body.data.map((p: { paymentIdentifier: string }) => p.paymentIdentifier),
       [bobs.paymentIdentifier],
     );
 
@@ -214,7 +214,7 @@ describe('wallet: reading the wallet and its payments', () => {
     assert.equal(declined.status, 200, declined.text);
     const remaining = await call(lipa.url, 'GET', '/api/v1/wallet/payments?status=pending', { token: aliceToken });
     assert.deepEqual(
-      remaining.body.map((p: { paymentIdentifier: string }) => p.paymentIdentifier),
+      remaining.body.data.map((p: { paymentIdentifier: string }) => p.paymentIdentifier),
       [first.paymentIdentifier],
     );
   });
@@ -424,7 +424,7 @@ describe('wallet: accept and decline', () => {
     assert.equal(callback.payment.status, 'pending', 'the change emits a callback');
     const list = await call(lipa.url, 'GET', '/api/v1/wallet/payments?status=pending', { token });
     assert.deepEqual(
-      list.body.map((p: { paymentIdentifier: string }) => p.paymentIdentifier),
+      list.body.data.map((p: { paymentIdentifier: string }) => p.paymentIdentifier),
       [payment.paymentIdentifier],
     );
     assert.deepEqual((await accept(lipa, token, payment.paymentIdentifier, payer.pin)).body, { status: 'paid' });
@@ -740,7 +740,7 @@ describe('wallet: accept racing expiry (PAYMENT_TTL_SECONDS=1)', () => {
     const [callback] = await callbacksFor(receiver, payment.paymentIdentifier, 1);
     assert.equal(callback.payment.status, 'expired');
     const list = await call(lipa.url, 'GET', '/api/v1/wallet/payments?status=pending', { token });
-    assert.deepEqual(list.body, [], 'an expired payment is no longer listed as pending');
+    assert.deepEqual(list.body.data, [], 'an expired payment is no longer listed as pending');
   });
 });
 

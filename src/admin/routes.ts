@@ -1,7 +1,6 @@
-import { Type } from 'typebox';
 import type { AppContext } from '../context.js';
 import { requireAdmin } from '../http/bearer.js';
-import { LimitParam, limitOf } from '../http/pagination.js';
+import { PageOf } from '../http/pagination.js';
 import { adminAuth, errors } from '../http/schemas.js';
 import type { App } from '../http/types.js';
 import { createMerchant } from '../merchants/create-merchant.js';
@@ -16,12 +15,12 @@ import {
   DepositBody,
   DepositParams,
   DepositResponse,
+  ListQuery,
   MerchantListed,
   MerchantParams,
   MerchantResponse,
   MerchantStanding,
   OutboxMessage,
-  OutboxQuery,
   PayerListed,
   PayerResponse,
   SettlementBody,
@@ -50,11 +49,11 @@ export function registerAdminRoutes(app: App, ctx: AppContext): void {
         tags,
         security: adminAuth,
         summary: 'Merchants, newest first',
-        querystring: Type.Object({ limit: LimitParam }),
-        response: { 200: Type.Array(MerchantListed), ...errors(401, 422, 429) },
+        querystring: ListQuery,
+        response: { 200: PageOf(MerchantListed), ...errors(401, 422, 429) },
       },
     },
-    async (request) => listMerchants(ctx, limitOf(request.query.limit)),
+    async (request) => listMerchants(ctx, request.query),
   );
 
   app.post(
@@ -121,11 +120,11 @@ export function registerAdminRoutes(app: App, ctx: AppContext): void {
         tags,
         security: adminAuth,
         summary: 'Payers with their wallet balance, newest first',
-        querystring: Type.Object({ limit: LimitParam }),
-        response: { 200: Type.Array(PayerListed), ...errors(401, 422, 429) },
+        querystring: ListQuery,
+        response: { 200: PageOf(PayerListed), ...errors(401, 422, 429) },
       },
     },
-    async (request) => listPayers(ctx, limitOf(request.query.limit)),
+    async (request) => listPayers(ctx, request.query),
   );
 
   app.post(
@@ -151,10 +150,10 @@ export function registerAdminRoutes(app: App, ctx: AppContext): void {
         tags,
         security: adminAuth,
         summary: 'Messages the service sent (embedded outbox), newest first',
-        querystring: OutboxQuery,
-        response: { 200: Type.Array(OutboxMessage), ...errors(401, 422, 429) },
+        querystring: ListQuery,
+        response: { 200: PageOf(OutboxMessage), ...errors(401, 422, 429) },
       },
     },
-    async (request) => listOutbox(ctx, limitOf(request.query.limit)),
+    async (request) => listOutbox(ctx, request.query),
   );
 }

@@ -1,5 +1,5 @@
 import { Type } from 'typebox';
-import { LimitParam } from '../http/pagination.js';
+import { CursorParam, LimitParam } from '../http/pagination.js';
 import { patternString } from '../http/schemas.js';
 import { MAX_DEPOSIT } from '../ledger/money.js';
 
@@ -29,6 +29,9 @@ export const MerchantListed = Type.Object({
   createdAt: Type.String(),
   suspendedAt: Type.Union([Type.String(), Type.Null()], { description: 'When the operator suspended it; null while it may work' }),
 });
+
+/** The query of each of the operator's lists: a page. */
+export const ListQuery = Type.Object({ limit: LimitParam, cursor: CursorParam });
 
 export const MerchantParams = Type.Object({ merchantId: Type.String() });
 export const MerchantStanding = Type.Object({
@@ -60,7 +63,6 @@ export const DepositBody = Type.Object({ amount: Amount });
 export const DepositParams = Type.Object({ phone: Phone });
 export const DepositResponse = Type.Object({ phone: Type.String(), balance: Type.Number() });
 
-export const OutboxQuery = Type.Object({ limit: LimitParam });
 export const OutboxMessage = Type.Object({
   id: Type.String(),
   type: Type.String(),

@@ -1,14 +1,25 @@
 import type { AppContext } from '../context.js';
+import { beyond, createdKey, startOf } from '../db/keyset.js';
 import { AppError, shown } from '../http/errors.js';
+import { limitOf, type Page, type PageQuery } from '../http/pagination.js';
 import { isoTime } from '../http/time.js';
 import type { CallbackEventView, DeliveryView } from './schemas.js';
 
 /**
- * Every callback event of a merchant's payment, oldest first, each with its deliveries (the
- * payment's callbackUrl first, then the POS resultUrl) and every attempt of each (CONTRACT §7).
- * Another merchant's payment is as unknown as one that does not exist.
+ * A page of the callback events of a merchant's payment, oldest first, each with its deliveries
+ * (the payment's callbackUrl first, then the POS resultUrl) and every attempt of each
+ * (CONTRACT §7). Another merchant's payment is as unknown as one that does not exist.
  */
-export async function listCallbackEvents(ctx: AppContext, merchantId: string, paymentIdentifier: string): Promise<CallbackEventView[]> {
+export async function listCallbackEvents(
+  ctx: AppContext,
+  merchantId: string,
+  query: PageQuery & { paymentIdentifier: string },
+): Promise<Page<CallbackEventView>> {
+  const { paymentIdentifier } = query;
+  // The cursor is of this merchant's list of this payment's events, and of no other.
+  const scope = `callbacks:${merchantId}:${paymentIdentifier}`;
+  const limit = limitOf(query.limit);
+  const after = startOf(ctx.cursors, scope, query.cursor);
   const payment = await ctx.store.db
     .selectFrom('payments')
     .select(['id', 'callback_url'])
@@ -16,18 +27,20 @@ export async function listCallbackEvents(ctx: AppContext, merchantId: string, pa
     .where('merchant_id', '=', merchantId)
     .executeTakeFirst();
   if (!payment) throw new AppError('not_found', `No payment ${shown(paymentIdentifier)}.`);
-  const events = await ctx.store.db
-    .selectFrom('callback_events')
-    .selectAll()
-    .where('payment_id', '=', payment.id)
+  let select = ctx.store.db.selectFrom('callback_events').selectAll().where('payment_id', '=', payment.id);
+  if (after !== undefined) select = select.where(beyond('created_at', 'id', after, 'asc'));
+  const rows = await select
     .orderBy('created_at')
     .orderBy('id')
+    .limit(limit + 1)
     .execute();
-  if (events.length === 0) return [];
+  const page = ctx.cursors.page(scope, rows, limit, createdKey, (event) => event);
+  const events = page.data;
+  if (events.length === 0) return { data: [], nextCursor: page.nextCursor };
   const eventIds = events.map((e) => e.id);
   // One statement for the deliveries and their attempts: one snapshot, so `attempts` and
   // `history` never disagree (a separate read could see an attempt recorded in between).
-  const rows = await ctx.store.db
+  const attempts = await ctx.store.db
     .selectFrom('callback_deliveries as d')
     .leftJoin('callback_attempts as a', 'a.delivery_id', 'd.id')
     .select([
@@ -49,7 +62,7 @@ export async function listCallbackEvents(ctx: AppContext, merchantId: string, pa
     .orderBy('a.attempted_at')
     .execute();
   const deliveries = new Map<string, { event: string; view: DeliveryView }>();
-  for (const row of rows) {
+  for (const row of attempts) {
     let delivery = deliveries.get(row.id);
     if (!delivery) {
       delivery = {
@@ -74,7 +87,7 @@ export async function listCallbackEvents(ctx: AppContext, merchantId: string, pa
       });
     }
   }
-  return events.map((event) => ({
+  const data = events.map((event) => ({
     eventId: event.id,
     eventType: JSON.parse(event.payload).eventType as string,
     occurredAt: isoTime(event.created_at),
@@ -86,4 +99,5 @@ export async function listCallbackEvents(ctx: AppContext, merchantId: string, pa
       .map((d) => d.view)
       .sort((a, b) => Number(b.url === payment.callback_url) - Number(a.url === payment.callback_url)),
   }));
+  return { data, nextCursor: page.nextCursor };
 }

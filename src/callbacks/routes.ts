@@ -1,6 +1,7 @@
 import { Type } from 'typebox';
 import type { AppContext } from '../context.js';
 import { principalOf, requireSession } from '../http/bearer.js';
+import { CursorParam, LimitParam, PageOf } from '../http/pagination.js';
 import { WindowLimiter } from '../http/rate-limit.js';
 import { bearerAuth, errors } from '../http/schemas.js';
 import type { App } from '../http/types.js';
@@ -28,13 +29,13 @@ export function registerCallbackRoutes(app: App, ctx: AppContext): void {
       schema: {
         tags,
         security,
-        summary: 'Every callback event of a payment with every delivery attempt',
-        querystring: Type.Object({ paymentIdentifier: Type.String({ minLength: 1 }) }),
-        response: { 200: Type.Array(CallbackEvent), ...errors(401, 403, 404, 422) },
+        summary: 'The callback events of a payment, oldest first, with every delivery attempt',
+        querystring: Type.Object({ paymentIdentifier: Type.String({ minLength: 1 }), limit: LimitParam, cursor: CursorParam }),
+        response: { 200: PageOf(CallbackEvent), ...errors(401, 403, 404, 422) },
       },
     },
     async (request) => {
-      return listCallbackEvents(ctx, principalOf(request).id, request.query.paymentIdentifier);
+      return listCallbackEvents(ctx, principalOf(request).id, request.query);
     },
   );
 

@@ -12,17 +12,20 @@ const HELP = `Usage: npm run lipa -- <command> [options]
 Commands:
   migrate                                             apply database migrations
   merchant create --login EMAIL --password PW --name NAME
-  merchant list [--limit N]                           newest first
+  merchant list [--limit N] [--cursor C]              newest first, a page
   merchant suspend --id MERCHANT_ID                   revoke its keys, end its sessions, refuse its sign-ins
   merchant reinstate --id MERCHANT_ID                 let it sign in again
   payer create --phone DIGITS --name NAME --pin PIN [--balance AMOUNT]
-  payer list [--limit N]                              newest first, with balances
+  payer list [--limit N] [--cursor C]                 newest first, with balances, a page
   payer deposit --phone DIGITS --amount AMOUNT
-  outbox [--limit N]                                  messages sent, newest first
+  outbox [--limit N] [--cursor C]                     messages sent, newest first, a page
   categories                                          list merchant categories
 
 --password - and --pin - read the secret from the first line of standard input, so that it
 is not in the command line, which other users of the machine may read (ps, /proc).
+
+A list prints one page, {"data": [...], "nextCursor": ...}: --limit N rows (1 to 500,
+default 100); pass its nextCursor as --cursor for the next page (null on the last).
 
 Uses DATABASE_URL (default file:./data/lipa.sqlite) and the other settings of the service.
 Prints JSON results; exits 1 with a message on error.`;
@@ -37,6 +40,7 @@ const OPTIONS = {
   balance: { type: 'string' },
   amount: { type: 'string' },
   limit: { type: 'string' },
+  cursor: { type: 'string' },
   id: { type: 'string' },
 } as const;
 
@@ -111,8 +115,14 @@ async function run(argv: string[]): Promise<unknown> {
     if (line === '') throw new UsageError(`--${name} - read nothing from standard input`);
     return line;
   };
-  /** `?limit=N` when --limit is given (the API checks N). */
-  const limit = (): string => (values.limit === undefined ? '' : `?limit=${encodeURIComponent(values.limit)}`);
+  /** `?limit=N&cursor=C` of the options given (the API checks them). */
+  const pageQuery = (): string => {
+    const query = new URLSearchParams();
+    if (values.limit !== undefined) query.set('limit', values.limit);
+    if (values.cursor !== undefined) query.set('cursor', values.cursor);
+    const text = query.toString();
+    return text === '' ? '' : `?${text}`;
+  };
   /**
    * A decimal number as written (not 0x10, 1e3 or Infinity), passed on as those very digits
    * in the JSON text, so that the API checks it as typed (too many digits are refused there).
@@ -143,13 +153,13 @@ async function run(argv: string[]): Promise<unknown> {
       };
       break;
     case 'merchant list':
-      request = { method: 'GET', url: `/api/v1/admin/merchants${limit()}` };
+      request = { method: 'GET', url: `/api/v1/admin/merchants${pageQuery()}` };
       break;
     case 'payer list':
-      request = { method: 'GET', url: `/api/v1/admin/payers${limit()}` };
+      request = { method: 'GET', url: `/api/v1/admin/payers${pageQuery()}` };
       break;
     case 'outbox':
-      request = { method: 'GET', url: `/api/v1/admin/outbox${limit()}` };
+      request = { method: 'GET', url: `/api/v1/admin/outbox${pageQuery()}` };
       break;
     case 'payer create':
       request = {

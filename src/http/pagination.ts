@@ -38,6 +38,12 @@ export function PageOf<T extends Parameters<typeof Type.Array>[0]>(item: T) {
   });
 }
 
+/** The paging parameters of a list's query string, as they came. */
+export interface PageQuery {
+  limit?: string | undefined;
+  cursor?: string | undefined;
+}
+
 export interface Page<T> {
   data: T[];
   nextCursor: string | null;

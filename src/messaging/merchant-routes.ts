@@ -1,9 +1,11 @@
 import { Type } from 'typebox';
 import type { AppContext } from '../context.js';
+import { createdKey, startOf } from '../db/keyset.js';
 import { principalOf, requireSession } from '../http/bearer.js';
-import { LimitParam, limitOf } from '../http/pagination.js';
+import { CursorParam, LimitParam, limitOf, PageOf } from '../http/pagination.js';
 import { bearerAuth, errors } from '../http/schemas.js';
 import type { App } from '../http/types.js';
+import { merchantMessagesQuery } from './list-messages.js';
 import { StoredMessage, toStoredMessage } from './responses.js';
 
 /** The messages a merchant sent through the messaging API, with its session token (the dashboard). */
@@ -16,20 +18,17 @@ export function registerMerchantMessageRoutes(app: App, ctx: AppContext): void {
         tags: ['Messaging'],
         security: bearerAuth,
         summary: 'Messages the caller sent through the messaging API, newest first',
-        querystring: Type.Object({ limit: LimitParam }),
-        response: { 200: Type.Array(StoredMessage), ...errors(401, 403, 422) },
+        querystring: Type.Object({ limit: LimitParam, cursor: CursorParam }),
+        response: { 200: PageOf(StoredMessage), ...errors(401, 403, 422) },
       },
     },
     async (request) => {
-      const rows = await ctx.store.db
-        .selectFrom('messages')
-        .selectAll()
-        .where('merchant_id', '=', principalOf(request).id)
-        .orderBy('created_at', 'desc')
-        .orderBy('id', 'desc')
-        .limit(limitOf(request.query.limit))
-        .execute();
-      return rows.map(toStoredMessage);
+      const merchantId = principalOf(request).id;
+      const scope = `messages:${merchantId}`;
+      const limit = limitOf(request.query.limit);
+      const after = startOf(ctx.cursors, scope, request.query.cursor);
+      const rows = await merchantMessagesQuery(ctx.store.db, merchantId, limit + 1, after).execute();
+      return ctx.cursors.page(scope, rows, limit, createdKey, toStoredMessage);
     },
   );
 }

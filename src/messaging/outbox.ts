@@ -1,5 +1,8 @@
+import type { Kysely } from 'kysely';
 import type { AppContext } from '../context.js';
-import type { MessageTable } from '../db/schema.js';
+import { beyond, createdKey, startOf } from '../db/keyset.js';
+import type { Database, MessageTable } from '../db/schema.js';
+import { limitOf, type PageQuery, type SortKey } from '../http/pagination.js';
 import { isoTime } from '../http/time.js';
 import { hideCodes, holdsCode, readText } from './login-codes.js';
 
@@ -7,15 +10,11 @@ import { hideCodes, holdsCode, readText } from './login-codes.js';
  * Every message the service stored, newest first, as operators read them (GET
  * /api/v1/admin/outbox): the embedded outbox's deliveries, and what real transports sent.
  */
-export async function listOutbox(ctx: AppContext, limit: number) {
-  const rows = await ctx.store.db
-    .selectFrom('messages')
-    .selectAll()
-    .orderBy('created_at', 'desc')
-    .orderBy('id', 'desc')
-    .limit(limit)
-    .execute();
-  return rows.map((m) => ({
+export async function listOutbox(ctx: AppContext, query: PageQuery) {
+  const scope = 'admin:outbox';
+  const limit = limitOf(query.limit);
+  const rows = await outboxQuery(ctx.store.db, limit + 1, startOf(ctx.cursors, scope, query.cursor)).execute();
+  return ctx.cursors.page(scope, rows, limit, createdKey, (m) => ({
     id: m.id,
     type: m.type,
     purpose: m.purpose,
@@ -26,6 +25,13 @@ export async function listOutbox(ctx: AppContext, limit: number) {
     status: m.status,
     createdAt: isoTime(m.created_at),
   }));
+}
+
+/** listOutbox's query: a range of messages_created (exported for the test of its plan). */
+export function outboxQuery(db: Kysely<Database>, limit: number, after?: SortKey) {
+  let query = db.selectFrom('messages').selectAll();
+  if (after !== undefined) query = query.where(beyond('created_at', 'id', after, 'desc'));
+  return query.orderBy('created_at', 'desc').orderBy('id', 'desc').limit(limit);
 }
 
 /** Staging testers read login codes here; in production no operator may read one. */

@@ -4,8 +4,10 @@ import { parsePhoneNumberFromString } from 'libphonenumber-js';
 import type { AppContext } from '../context.js';
 import type { Tx } from '../db/database.js';
 import { isUniqueViolation, lockPhone } from '../db/database.js';
+import { beyond, createdKey, startOf } from '../db/keyset.js';
 import type { Database } from '../db/schema.js';
 import { AppError, assertText, FieldChecks, validationError } from '../http/errors.js';
+import { limitOf, type PageQuery, type SortKey } from '../http/pagination.js';
 import { isoTime } from '../http/time.js';
 import { accountId, balanceOf, openAccount, postDeposit } from '../ledger/ledger.js';
 import { CURRENCY, fromMinorUnits, MAX_DEPOSIT, toMinorUnits } from '../ledger/money.js';
@@ -94,10 +96,12 @@ export async function deposit(ctx: AppContext, phone: string, amount: number) {
   return { phone, balance: fromMinorUnits(balance ?? 0) };
 }
 
-/** Payers with their wallet balance, newest first (the operator API and CLI). */
-export async function listPayers(ctx: AppContext, limit: number) {
-  const rows = await payersQuery(ctx.store.db, limit).execute();
-  return rows.map((p) => ({
+/** A page of the payers with their wallet balance, newest first (the operator API and CLI). */
+export async function listPayers(ctx: AppContext, query: PageQuery) {
+  const scope = 'admin:payers';
+  const limit = limitOf(query.limit);
+  const rows = await payersQuery(ctx.store.db, limit + 1, startOf(ctx.cursors, scope, query.cursor)).execute();
+  return ctx.cursors.page(scope, rows, limit, createdKey, (p) => ({
     payerId: p.id,
     phone: p.phone,
     name: p.name,
@@ -107,15 +111,14 @@ export async function listPayers(ctx: AppContext, limit: number) {
   }));
 }
 
-/** listPayers' query, walking payers_created newest first (exported for the test of its plan). */
-export function payersQuery(db: Kysely<Database>, limit: number) {
-  return db
+/** listPayers' query, walking payers_created newest first from beyond `after` (exported for the test of its plan). */
+export function payersQuery(db: Kysely<Database>, limit: number, after?: SortKey) {
+  let query = db
     .selectFrom('payers as p')
     .leftJoin('ledger_accounts as a', (join) =>
       join.onRef('a.owner_id', '=', 'p.id').on('a.kind', '=', 'wallet').on('a.currency', '=', CURRENCY),
     )
-    .select(['p.id', 'p.phone', 'p.name', 'p.created_at', 'a.balance'])
-    .orderBy('p.created_at', 'desc')
-    .orderBy('p.id', 'desc')
-    .limit(limit);
+    .select(['p.id', 'p.phone', 'p.name', 'p.created_at', 'a.balance']);
+  if (after !== undefined) query = query.where(beyond('p.created_at', 'p.id', after, 'desc'));
+  return query.orderBy('p.created_at', 'desc').orderBy('p.id', 'desc').limit(limit);
 }

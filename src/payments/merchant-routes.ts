@@ -1,8 +1,9 @@
 import { Type } from 'typebox';
 import type { AppContext } from '../context.js';
+import { createdKey, startOf } from '../db/keyset.js';
 import { principalOf, requireSession } from '../http/bearer.js';
 import { requestOrigin } from '../http/host.js';
-import { LimitParam, limitOf } from '../http/pagination.js';
+import { CursorParam, LimitParam, limitOf, PageOf } from '../http/pagination.js';
 import { bearerAuth, errors } from '../http/schemas.js';
 import type { App } from '../http/types.js';
 import { expireDuePayments } from './expire.js';
@@ -21,6 +22,7 @@ export const PaymentListQuery = Type.Object({
   ),
   orderId: Type.Optional(Type.String({ minLength: 1, maxLength: 128, description: 'Only payments with exactly this orderId' })),
   limit: LimitParam,
+  cursor: CursorParam,
 });
 
 /** The merchant's payments with its session token (the dashboard), beside the signed API. */
@@ -34,15 +36,19 @@ export function registerMerchantPaymentRoutes(app: App, ctx: AppContext): void {
         security: bearerAuth,
         summary: "The caller's payments, newest first",
         querystring: PaymentListQuery,
-        response: { 200: Type.Array(Payment), ...errors(401, 403, 422) },
+        response: { 200: PageOf(Payment), ...errors(401, 403, 422) },
       },
     },
     async (request) => {
-      const { status, orderId, limit } = request.query;
+      const { status, orderId, cursor } = request.query;
       const merchantId = principalOf(request).id;
+      // A cursor is this merchant's: another's is refused, never read as a place in this list.
+      const scope = `payments:${merchantId}`;
+      const limit = limitOf(request.query.limit);
+      const after = startOf(ctx.cursors, scope, cursor);
       await expireDuePayments(ctx, { merchantId });
-      const rows = await listPayments(ctx, merchantId, { status, orderId, limit: limitOf(limit) });
-      return rows.map((row) => toPaymentView(ctx, requestOrigin(request), row));
+      const rows = await listPayments(ctx, merchantId, { status, orderId, limit: limit + 1, after });
+      return ctx.cursors.page(scope, rows, limit, createdKey, (row) => toPaymentView(ctx, requestOrigin(request), row));
     },
   );
 }

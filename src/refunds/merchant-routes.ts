@@ -1,5 +1,6 @@
 import { Type } from 'typebox';
 import type { AppContext } from '../context.js';
+import { beyond, createdKey, startOf } from '../db/keyset.js';
 import { principalOf, requireSession } from '../http/bearer.js';
 import { AppError, shown } from '../http/errors.js';
 import { CursorParam, LimitParam, limitOf, PageOf } from '../http/pagination.js';
@@ -65,17 +66,15 @@ export function registerMerchantRefundRoutes(app: App, ctx: AppContext): void {
       if (!payment) throw new AppError('not_found', `No payment ${shown(paymentIdentifier)}.`);
       const scope = `refunds:${merchantId}`;
       const limit = limitOf(request.query.limit);
+      const start = startOf(ctx.cursors, scope, request.query.cursor);
       let query = db.selectFrom('refunds').selectAll().where('payment_id', '=', payment.id);
-      if (request.query.cursor !== undefined) {
-        const [at, id] = ctx.cursors.decode(scope, request.query.cursor, ['number', 'string']) as [number, string];
-        query = query.where((eb) => eb(eb.refTuple('created_at', 'id'), '<', eb.tuple(at, id)));
-      }
+      if (start) query = query.where(beyond('created_at', 'id', start, 'desc'));
       const rows = await query
         .orderBy('created_at', 'desc')
         .orderBy('id', 'desc')
         .limit(limit + 1)
         .execute();
-      return ctx.cursors.page(scope, rows, limit, (r) => [Number(r.created_at), r.id], toRefundView);
+      return ctx.cursors.page(scope, rows, limit, createdKey, toRefundView);
     },
   );
 }

@@ -1,6 +1,6 @@
-import { Type } from 'typebox';
 import type { AppContext } from '../context.js';
 import { principalOf, requireSession } from '../http/bearer.js';
+import { PageOf } from '../http/pagination.js';
 import { bearerAuth, errors } from '../http/schemas.js';
 import type { App } from '../http/types.js';
 import { assertPin } from './pin.js';
@@ -29,10 +29,10 @@ export function registerWalletRoutes(app: App, ctx: AppContext): void {
         security,
         summary: "The payer's payments, newest first",
         querystring: WalletPaymentsQuery,
-        response: { 200: Type.Array(WalletPayment), ...errors(401, 403, 422) },
+        response: { 200: PageOf(WalletPayment), ...errors(401, 403, 422) },
       },
     },
-    async (request) => listWalletPayments(ctx, principalOf(request).id, request.query.status),
+    async (request) => listWalletPayments(ctx, principalOf(request).id, request.query),
   );
 
   app.post(

@@ -1,4 +1,5 @@
 import { Type } from 'typebox';
+import { CursorParam, LimitParam } from '../http/pagination.js';
 
 export const Wallet = Type.Object({ phone: Type.String(), balance: Type.Number(), currency: Type.String() });
 
@@ -18,6 +19,8 @@ export const WalletPayment = Type.Object({
 
 export const WalletPaymentsQuery = Type.Object({
   status: Type.Optional(Type.Union([Type.Literal('pending'), Type.Literal('paid'), Type.Literal('declined'), Type.Literal('expired')])),
+  limit: LimitParam,
+  cursor: CursorParam,
 });
 
 export const PaymentParams = Type.Object({ paymentIdentifier: Type.String() });

@@ -1,6 +1,8 @@
 import type { Kysely } from 'kysely';
 import type { AppContext } from '../context.js';
+import { beyond, createdKey, startOf } from '../db/keyset.js';
 import type { Database, PaymentStatus } from '../db/schema.js';
+import { limitOf, type PageQuery, type SortKey } from '../http/pagination.js';
 import { isoTime } from '../http/time.js';
 import { accountId, balanceOf } from '../ledger/ledger.js';
 import { CURRENCY, fromMinorUnits } from '../ledger/money.js';
@@ -17,13 +19,16 @@ export async function walletOf(ctx: AppContext, payerId: string) {
 }
 
 /**
- * The payer's payments, newest first (at most 200), optionally of one status. Those past
- * their expiry are expired first, so that none shows as waiting that can no longer be paid.
+ * A page of the payer's payments, newest first, optionally of one status. Those past their
+ * expiry are expired first, so that none shows as waiting that can no longer be paid.
  */
-export async function listWalletPayments(ctx: AppContext, payerId: string, status: PaymentStatus | undefined) {
+export async function listWalletPayments(ctx: AppContext, payerId: string, query: PageQuery & { status?: PaymentStatus | undefined }) {
+  const scope = `wallet:${payerId}`;
+  const limit = limitOf(query.limit);
+  const after = startOf(ctx.cursors, scope, query.cursor);
   await expireDuePayments(ctx, { payerId });
-  const rows = await walletPaymentsQuery(ctx.store.db, payerId, status).execute();
-  return rows.map((p) => ({
+  const rows = await walletPaymentsQuery(ctx.store.db, payerId, query.status, limit + 1, after).execute();
+  return ctx.cursors.page(scope, rows, limit, createdKey, (p) => ({
     paymentIdentifier: p.id,
     status: p.status,
     ...(p.status === 'declined' && p.reason ? { reason: p.reason } : {}),
@@ -41,9 +46,16 @@ export async function listWalletPayments(ctx: AppContext, payerId: string, statu
 /**
  * listWalletPayments' query (exported for the test of its plan). A payer's payments are those
  * to its phone, found in payments_payer (payer_phone, status), then sorted: a sort of the
- * payer's own payments, not a scan of everyone's (as payer_id alone, in no index, was).
+ * payer's own payments, not a scan of everyone's (as payer_id alone, in no index, was). A page
+ * starts beyond `after`.
  */
-export function walletPaymentsQuery(db: Kysely<Database>, payerId: string, status: PaymentStatus | undefined) {
+export function walletPaymentsQuery(
+  db: Kysely<Database>,
+  payerId: string,
+  status: PaymentStatus | undefined,
+  limit: number,
+  after?: SortKey,
+) {
   let query = db
     .selectFrom('payments as p')
     .innerJoin('points_of_sale as s', 's.id', 'p.pos_id')
@@ -52,5 +64,6 @@ export function walletPaymentsQuery(db: Kysely<Database>, payerId: string, statu
     .where('p.payer_phone', '=', db.selectFrom('payers').select('phone').where('id', '=', payerId))
     .where('p.payer_id', '=', payerId);
   if (status) query = query.where('p.status', '=', status);
-  return query.orderBy('p.created_at', 'desc').orderBy('p.id', 'desc').limit(200);
+  if (after !== undefined) query = query.where(beyond('p.created_at', 'p.id', after, 'desc'));
+  return query.orderBy('p.created_at', 'desc').orderBy('p.id', 'desc').limit(limit);
 }

@@ -103,7 +103,7 @@ export async function createPayer(lipa: Lipa, overrides: { phone?: string; pin?:
  */
 export async function lastOtpSentTo(lipa: Lipa, to: string): Promise<string> {
   const reply = await admin(lipa, 'GET', '/api/v1/admin/outbox?limit=200');
-  let content = (reply.body as Array<{ to: string; purpose: string; content: string }>).find(
+  let content = (reply.body.data as Array<{ to: string; purpose: string; content: string }>).find(
     (m) => m.to === to && m.purpose === 'otp',
   )?.content;
   if (content !== undefined && !/[0-9]{6}/.test(content)) {

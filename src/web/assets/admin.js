@@ -10,6 +10,8 @@ import {
   money,
   onPress,
   onSubmit,
+  pagedList,
+  pagePath,
   problem,
   session,
   show,
@@ -155,41 +157,43 @@ async function merchantsView(view) {
     await refresh();
   });
 
-  async function refresh() {
-    const reply = await call('GET', '/api/v1/admin/merchants?limit=200');
-    if (reply.status !== 200) return list.replaceChildren(el('p', { class: 'error', text: errorText(reply) }));
-    list.replaceChildren(
-      table({
-        caption: 'Merchants, newest first',
-        empty: 'No merchants yet.',
-        rows: reply.body,
-        columns: [
-          { title: 'Name', cell: (m) => m.name },
-          { title: 'Login', cell: (m) => m.login },
-          { title: 'Merchant ID', cell: (m) => el('code', { text: m.merchantId }) },
-          { title: 'Created', cell: (m) => when(m.createdAt) },
-          {
-            title: 'Standing',
-            cell: (m) =>
-              el(
-                'span',
-                {},
-                m.suspendedAt ? `Suspended ${when(m.suspendedAt)} ` : 'Active ',
-                onPress(
-                  el('button', {
-                    type: 'button',
-                    class: m.suspendedAt ? 'secondary' : 'danger',
-                    text: m.suspendedAt ? 'Reinstate' : 'Suspend',
-                    'aria-label': `${m.suspendedAt ? 'Reinstate' : 'Suspend'} ${m.login}`,
-                  }),
-                  () => setStanding(m, m.suspendedAt ? 'reinstate' : 'suspend'),
+  const refresh = pagedList({
+    read: (cursor) => call('GET', pagePath('/api/v1/admin/merchants', {}, cursor)),
+    fail: (reply) => list.replaceChildren(el('p', { class: 'error', text: errorText(reply) })),
+    draw: (rows, more) =>
+      list.replaceChildren(
+        table({
+          caption: 'Merchants, newest first',
+          empty: 'No merchants yet.',
+          rows,
+          columns: [
+            { title: 'Name', cell: (m) => m.name },
+            { title: 'Login', cell: (m) => m.login },
+            { title: 'Merchant ID', cell: (m) => el('code', { text: m.merchantId }) },
+            { title: 'Created', cell: (m) => when(m.createdAt) },
+            {
+              title: 'Standing',
+              cell: (m) =>
+                el(
+                  'span',
+                  {},
+                  m.suspendedAt ? `Suspended ${when(m.suspendedAt)} ` : 'Active ',
+                  onPress(
+                    el('button', {
+                      type: 'button',
+                      class: m.suspendedAt ? 'secondary' : 'danger',
+                      text: m.suspendedAt ? 'Reinstate' : 'Suspend',
+                      'aria-label': `${m.suspendedAt ? 'Reinstate' : 'Suspend'} ${m.login}`,
+                    }),
+                    () => setStanding(m, m.suspendedAt ? 'reinstate' : 'suspend'),
+                  ),
                 ),
-              ),
-          },
-        ],
-      }),
-    );
-  }
+            },
+          ],
+        }),
+        more ?? '',
+      ),
+  });
 
   /** Suspends (after a confirmation: it revokes the merchant's keys) or reinstates a merchant. */
   async function setStanding(merchant, action) {
@@ -299,37 +303,39 @@ async function payersView(view) {
     await refresh();
   });
 
-  async function refresh() {
-    const reply = await call('GET', '/api/v1/admin/payers?limit=200');
-    if (reply.status !== 200) return list.replaceChildren(el('p', { class: 'error', text: errorText(reply) }));
-    list.replaceChildren(
-      table({
-        caption: 'Payers, newest first',
-        empty: 'No payers yet.',
-        rows: reply.body,
-        columns: [
-          { title: 'Name', cell: (x) => x.name },
-          { title: 'Phone', cell: (x) => x.phone },
-          { title: 'Balance', cell: (x) => money(x.balance, x.currency) },
-          { title: 'Created', cell: (x) => when(x.createdAt) },
-          {
-            title: 'Cash-in',
-            cell: (x) =>
-              el('button', {
-                type: 'button',
-                class: 'secondary',
-                text: 'Deposit',
-                'aria-label': `Deposit to ${x.phone}`,
-                onclick: () => {
-                  d.phone.value = x.phone;
-                  d.amount.focus();
-                },
-              }),
-          },
-        ],
-      }),
-    );
-  }
+  const refresh = pagedList({
+    read: (cursor) => call('GET', pagePath('/api/v1/admin/payers', {}, cursor)),
+    fail: (reply) => list.replaceChildren(el('p', { class: 'error', text: errorText(reply) })),
+    draw: (rows, more) =>
+      list.replaceChildren(
+        table({
+          caption: 'Payers, newest first',
+          empty: 'No payers yet.',
+          rows,
+          columns: [
+            { title: 'Name', cell: (x) => x.name },
+            { title: 'Phone', cell: (x) => x.phone },
+            { title: 'Balance', cell: (x) => money(x.balance, x.currency) },
+            { title: 'Created', cell: (x) => when(x.createdAt) },
+            {
+              title: 'Cash-in',
+              cell: (x) =>
+                el('button', {
+                  type: 'button',
+                  class: 'secondary',
+                  text: 'Deposit',
+                  'aria-label': `Deposit to ${x.phone}`,
+                  onclick: () => {
+                    d.phone.value = x.phone;
+                    d.amount.focus();
+                  },
+                }),
+            },
+          ],
+        }),
+        more ?? '',
+      ),
+  });
 
   view.replaceChildren(
     el('h2', { text: 'Payers' }),
@@ -347,42 +353,49 @@ async function outboxView(view) {
   const list = el('div', {}, el('p', { class: 'muted', text: 'Loading…' }));
   const updated = el('p', { class: 'muted' });
   const toggle = el('button', { type: 'button', class: 'secondary', 'aria-pressed': 'true', text: 'Auto-refresh every 3 s: on' });
+  /** The first page as last drawn; '' when anything else is shown (an error, older pages). */
   let last = '';
+  /** Older pages are shown: the periodic refresh leaves the reader there; Refresh now starts over. */
+  let extended = false;
 
-  async function refresh() {
-    const reply = await call('GET', '/api/v1/admin/outbox?limit=100');
-    if (reply.status !== 200) {
+  const refresh = pagedList({
+    read: (cursor) => call('GET', pagePath('/api/v1/admin/outbox', {}, cursor)),
+    fail: (reply) => {
       last = ''; // the list shows the error now: the next answer replaces it, changed or not
-      return list.replaceChildren(el('p', { class: 'error', text: errorText(reply) }));
-    }
-    updated.textContent = `Updated ${new Date().toLocaleTimeString()}`;
-    const text = JSON.stringify(reply.body);
-    if (text === last) return; // unchanged: keep the reader's place and open details
-    last = text;
-    list.replaceChildren(
-      table({
-        caption: 'Outbox, newest first',
-        empty: 'Nothing sent yet.',
-        rows: reply.body,
-        columns: [
-          { title: 'Time', cell: (m) => when(m.createdAt) },
-          { title: 'Type', cell: (m) => `${m.type} · ${m.purpose}` },
-          { title: 'To', cell: (m) => m.to },
-          {
-            title: 'Content',
-            cell: (m) =>
-              el('div', {}, m.subject ? el('strong', { text: m.subject }) : null, el('div', { class: 'content', text: m.content })),
-          },
-          { title: 'Status', cell: (m) => statusBadge(m.status) },
-        ],
-      }),
-    );
-  }
+      list.replaceChildren(el('p', { class: 'error', text: errorText(reply) }));
+    },
+    draw: (rows, more, first) => {
+      updated.textContent = `Updated ${new Date().toLocaleTimeString()}`;
+      const text = JSON.stringify([rows, more === null]);
+      if (first && text === last) return false; // unchanged: keep the reader's place and open details
+      last = first ? text : '';
+      extended = !first;
+      list.replaceChildren(
+        table({
+          caption: 'Outbox, newest first',
+          empty: 'Nothing sent yet.',
+          rows,
+          columns: [
+            { title: 'Time', cell: (m) => when(m.createdAt) },
+            { title: 'Type', cell: (m) => `${m.type} · ${m.purpose}` },
+            { title: 'To', cell: (m) => m.to },
+            {
+              title: 'Content',
+              cell: (m) =>
+                el('div', {}, m.subject ? el('strong', { text: m.subject }) : null, el('div', { class: 'content', text: m.content })),
+            },
+            { title: 'Status', cell: (m) => statusBadge(m.status) },
+          ],
+        }),
+        more ?? '',
+      );
+    },
+  });
 
   const startTimer = () => {
     stopOutbox();
     outboxTimer = setInterval(() => {
-      if (!document.hidden) void refresh();
+      if (!document.hidden && !extended) void refresh();
     }, 3000);
   };
   const showToggle = (on) => {

@@ -316,6 +316,48 @@ export function tabbedPage({ root, title, label, items, views, storageKey, actio
   heading.focus();
 }
 
+/**
+ * A list the API answers a page at a time ({data, nextCursor}). `read(cursor)` asks for one
+ * page (cursor null for the first); `draw(rows, more, first)` shows every row read so far,
+ * with `more`, a "More" button that reads the next page (null after the last), and may answer
+ * false to keep what is shown (a first page unchanged); `fail(reply)` shows an error. Each
+ * call of the returned function starts again from the first page; a late answer to an
+ * earlier start, or a More of rows no longer shown, is dropped. It resolves to the first reply.
+ */
+export function pagedList({ read, draw, fail }) {
+  let starts = 0;
+  let shown = 0;
+  return async function start() {
+    const run = ++starts;
+    let rows = [];
+    const page = async (cursor) => {
+      const reply = await read(cursor);
+      if (run !== (cursor === null ? starts : shown)) return reply;
+      if (reply.status !== 200) {
+        fail(reply);
+        return reply;
+      }
+      const next = reply.body.nextCursor;
+      const more = next === null ? null : onPress(el('button', { type: 'button', class: 'secondary', text: 'More' }), () => page(next));
+      const all = rows.concat(reply.body.data);
+      if (draw(all, more, cursor === null) === false) return reply;
+      rows = all;
+      shown = run;
+      // The button pressed went with the old drawing: the focus goes on to the new one.
+      if (cursor !== null) more?.focus();
+      return reply;
+    };
+    return page(null);
+  };
+}
+
+/** `path` with `query` and, given one, the cursor of the page wanted. */
+export function pagePath(path, query, cursor) {
+  const params = new URLSearchParams(query);
+  if (cursor !== null) params.set('cursor', cursor);
+  return `${path}?${params}`;
+}
+
 export function table({ caption, columns, rows, empty = 'Nothing yet.' }) {
   if (rows.length === 0) return el('p', { class: 'muted', text: empty });
   const head = el(

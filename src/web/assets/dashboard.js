@@ -15,6 +15,8 @@ import {
   onPress,
   onSubmit,
   PAYMENT_STATUS,
+  pagedList,
+  pagePath,
   problem,
   session,
   show,
@@ -414,42 +416,47 @@ async function paymentsView(panel) {
   });
   statusSelect.addEventListener('change', () => void refresh());
 
-  /** Bumped by every search: an answer to an earlier one that comes late is dropped. */
-  let searches = 0;
+  /** The filters of the search shown: its later pages are read with them. */
+  let searched = {};
+  const readPayments = pagedList({
+    read: (cursor) => call('GET', pagePath('/api/v1/payments', searched, cursor)),
+    fail: (reply) => show(listStatus, problem(reply)),
+    draw: (rows, more) => {
+      const count = `${rows.length} payment${rows.length === 1 ? '' : 's'}`;
+      show(listStatus, more ? `${count} so far; More reads the next ones.` : `${count}.`, 'muted');
+      list.replaceChildren(
+        table({
+          caption: 'Payments, newest first',
+          empty: 'No payments match.',
+          rows,
+          columns: [
+            { title: 'Created', cell: (p) => when(p.createdAt) },
+            {
+              title: 'Order',
+              cell: (p) =>
+                el('button', {
+                  type: 'button',
+                  class: 'secondary',
+                  text: p.orderId,
+                  'aria-label': `Details of order ${p.orderId}`,
+                  'data-payment': p.paymentIdentifier,
+                  onclick: () => openPayment(p),
+                }),
+            },
+            { title: 'Terminal', cell: (p) => p.terminalId },
+            { title: 'Amount', cell: (p) => money(p.amount, p.currency) },
+            { title: 'Status', cell: (p) => statusBadge(p.status, PAYMENT_STATUS) },
+          ],
+        }),
+        more ?? '',
+      );
+    },
+  });
   async function refresh() {
-    const search = ++searches;
-    const query = new URLSearchParams({ limit: '100' });
-    if (statusSelect.value) query.set('status', statusSelect.value);
-    if (orderInput.value.trim()) query.set('orderId', orderInput.value.trim());
-    const reply = await call('GET', `/api/v1/payments?${query}`);
-    if (search !== searches) return;
-    if (reply.status !== 200) return show(listStatus, problem(reply));
-    show(listStatus, `${reply.body.length} payment${reply.body.length === 1 ? '' : 's'}.`, 'muted');
-    list.replaceChildren(
-      table({
-        caption: 'Payments, newest first',
-        empty: 'No payments match.',
-        rows: reply.body,
-        columns: [
-          { title: 'Created', cell: (p) => when(p.createdAt) },
-          {
-            title: 'Order',
-            cell: (p) =>
-              el('button', {
-                type: 'button',
-                class: 'secondary',
-                text: p.orderId,
-                'aria-label': `Details of order ${p.orderId}`,
-                'data-payment': p.paymentIdentifier,
-                onclick: () => openPayment(p),
-              }),
-          },
-          { title: 'Terminal', cell: (p) => p.terminalId },
-          { title: 'Amount', cell: (p) => money(p.amount, p.currency) },
-          { title: 'Status', cell: (p) => statusBadge(p.status, PAYMENT_STATUS) },
-        ],
-      }),
-    );
+    searched = {};
+    if (statusSelect.value) searched.status = statusSelect.value;
+    if (orderInput.value.trim()) searched.orderId = orderInput.value.trim();
+    await readPayments();
   }
 
   async function openPayment(payment) {
@@ -467,12 +474,13 @@ async function paymentsView(panel) {
     let reloads = 0;
     const reload = async ({ always }) => {
       const asked = ++reloads;
-      const query = new URLSearchParams({ orderId: shown.orderId, limit: '100' });
+      // One payment per terminal at most has the order id: the first page holds them all.
+      const query = new URLSearchParams({ orderId: shown.orderId, limit: '500' });
       const reply = await call('GET', `/api/v1/payments?${query}`);
       if (!open() || asked !== reloads) return;
       if (reply.status !== 200) return show(detailStatus, errorText(reply));
       show(detailStatus, '', '');
-      const fresh = reply.body.find((p) => p.paymentIdentifier === shown.paymentIdentifier) ?? shown;
+      const fresh = reply.body.data.find((p) => p.paymentIdentifier === shown.paymentIdentifier) ?? shown;
       const changed = fresh.status !== shown.status || fresh.updatedAt !== shown.updatedAt;
       shown = fresh;
       if (changed) fields.replaceChildren(paymentFields(fresh));
@@ -544,13 +552,15 @@ function paymentFields(p) {
 async function loadCallbacks(payment, container, after = null) {
   const reply = await call('GET', `/api/v1/callbacks?paymentIdentifier=${encodeURIComponent(payment.paymentIdentifier)}`);
   if (reply.status !== 200) return container.replaceChildren(el('p', { class: 'error', text: errorText(reply) }));
-  if (reply.body.length === 0) {
+  // A payment has one event per change of its status, a handful: the first page holds them.
+  const events = reply.body.data;
+  if (events.length === 0) {
     return container.replaceChildren(
       el('p', { class: 'muted', text: 'No callbacks yet: one is sent on every status change after creation.' }),
     );
   }
   container.replaceChildren(
-    ...reply.body.map((event) => {
+    ...events.map((event) => {
       const eventStatus = statusLine();
       return el(
         'section',
@@ -607,39 +617,42 @@ async function loadCallbacks(payment, container, after = null) {
 
 async function messagesView(panel) {
   const list = el('div', {}, el('p', { class: 'muted', text: 'Loading…' }));
-  async function refresh() {
-    const reply = await call('GET', '/api/v1/messages?limit=100');
-    if (reply.status !== 200) return list.replaceChildren(el('p', { class: 'error', text: errorText(reply) }));
-    list.replaceChildren(
-      table({
-        caption: 'Messages you sent, newest first',
-        empty: 'No messages yet. Send one with a messaging key: POST /api/messages.',
-        rows: reply.body,
-        columns: [
-          { title: 'Sent', cell: (m) => when(m.created_at) },
-          { title: 'Type', cell: (m) => el('span', { class: 'nowrap', text: m.type }) },
-          { title: 'To', cell: (m) => (m.type === 'sms' ? `+${m.phone?.country_code ?? ''} ${m.phone?.number ?? ''}` : m.email) },
-          {
-            title: 'Content',
-            cell: (m) =>
-              el(
-                'details',
-                {},
-                el('summary', {
-                  text: m.type === 'email' ? (m.subject ?? '(no subject)') : `${m.content.slice(0, 40)}${m.content.length > 40 ? '…' : ''}`,
-                }),
-                el('div', { class: 'content', text: m.content }),
-                m.content_type ? el('p', { class: 'hint', text: `content_type: ${m.content_type}` }) : null,
-              ),
-          },
-          {
-            title: 'Status',
-            cell: (m) => el('span', {}, statusBadge(m.status), m.error ? [el('br'), el('span', { class: 'hint', text: m.error })] : null),
-          },
-        ],
-      }),
-    );
-  }
+  const refresh = pagedList({
+    read: (cursor) => call('GET', pagePath('/api/v1/messages', {}, cursor)),
+    fail: (reply) => list.replaceChildren(el('p', { class: 'error', text: errorText(reply) })),
+    draw: (rows, more) =>
+      list.replaceChildren(
+        table({
+          caption: 'Messages you sent, newest first',
+          empty: 'No messages yet. Send one with a messaging key: POST /api/messages.',
+          rows,
+          columns: [
+            { title: 'Sent', cell: (m) => when(m.created_at) },
+            { title: 'Type', cell: (m) => el('span', { class: 'nowrap', text: m.type }) },
+            { title: 'To', cell: (m) => (m.type === 'sms' ? `+${m.phone?.country_code ?? ''} ${m.phone?.number ?? ''}` : m.email) },
+            {
+              title: 'Content',
+              cell: (m) =>
+                el(
+                  'details',
+                  {},
+                  el('summary', {
+                    text:
+                      m.type === 'email' ? (m.subject ?? '(no subject)') : `${m.content.slice(0, 40)}${m.content.length > 40 ? '…' : ''}`,
+                  }),
+                  el('div', { class: 'content', text: m.content }),
+                  m.content_type ? el('p', { class: 'hint', text: `content_type: ${m.content_type}` }) : null,
+                ),
+            },
+            {
+              title: 'Status',
+              cell: (m) => el('span', {}, statusBadge(m.status), m.error ? [el('br'), el('span', { class: 'hint', text: m.error })] : null),
+            },
+          ],
+        }),
+        more ?? '',
+      ),
+  });
   panel.replaceChildren(
     el(
       'div',

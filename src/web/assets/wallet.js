@@ -132,8 +132,10 @@ async function refresh() {
     setText($('#connection'), '');
     setText($('#wallet-phone'), wallet.body.phone);
     setText($('#balance'), money(wallet.body.balance, wallet.body.currency));
-    renderPending(pending.body);
-    renderHistory(history.body);
+    // The first page of each (the newest 100): waiting payments are few, and the history
+    // shows the recent ones.
+    renderPending(pending.body.data);
+    renderHistory(history.body.data);
   } catch {
     if (started === generation) setText($('#connection'), 'Cannot reach Lipa. Retrying…');
   } finally {
@@ -272,7 +274,7 @@ function requestCard(payment) {
   /** In words, what became of a payment that can no longer be answered (from the history). */
   async function whatBecameOf(paymentId) {
     const history = await call('GET', '/api/v1/wallet/payments');
-    const status = history?.status === 200 ? history.body.find((p) => p.paymentIdentifier === paymentId)?.status : undefined;
+    const status = history?.status === 200 ? history.body.data.find((p) => p.paymentIdentifier === paymentId)?.status : undefined;
     return ENDED[status] ?? 'it was already answered or has expired';
   }
 
