@@ -851,6 +851,40 @@ describe('operator CLI', () => {
     await assert.rejects(cli(['merchant', 'suspend']), refused(/--id is required/));
   });
 
+  test('merchant settle pays out part of the balance as the operator API does; more than the balance is refused', async () => {
+    const merchant = await createMerchant(lipa);
+    // Give the merchant 30.00 through the ledger, as a paid payment would.
+    const { postTransaction } = await import('../src/ledger/ledger.js');
+    await lipa.ctx.store.write((tx) =>
+      postTransaction(
+        tx,
+        {
+          kind: 'payment',
+          reference: `pay_cli_${merchant.merchantId}`,
+          postings: [
+            { accountId: accountId('cash_in', CASH_IN_OWNER), amount: -3000 },
+            { accountId: accountId('merchant', merchant.merchantId), amount: 3000 },
+          ],
+        },
+        Date.now(),
+      ),
+    );
+    const settled = JSON.parse(
+      (await cli(['merchant', 'settle', '--id', merchant.merchantId, '--amount', '12.50', '--reference', 'BANK-1'])).stdout,
+    );
+    assert.deepEqual(
+      [settled.merchantId, settled.amount, settled.currency, settled.reference],
+      [merchant.merchantId, 12.5, 'KES', 'BANK-1'],
+    );
+    assert.equal(await balanceOf(lipa.ctx.store.db, accountId('merchant', merchant.merchantId)), 1750);
+    await assert.rejects(
+      cli(['merchant', 'settle', '--id', merchant.merchantId, '--amount', '17.51', '--reference', 'BANK-2']),
+      refused(/balance is less than KES 17\.51/),
+    );
+    await assert.rejects(cli(['merchant', 'settle', '--id', merchant.merchantId, '--amount', '1']), refused(/--reference is required/));
+    assert.deepEqual((await checkLedger(lipa.ctx.store.db)).statements, []);
+  });
+
   test('merchant list, payer list and outbox print a page of what the operator API answers; --cursor reads the next', async () => {
     for (const [args, path] of [
       [['merchant', 'list', '--limit', '5'], '/api/v1/admin/merchants?limit=5'],

@@ -15,6 +15,8 @@ Commands:
   merchant list [--limit N] [--cursor C]              newest first, a page
   merchant suspend --id MERCHANT_ID                   revoke its keys, end its sessions, refuse its sign-ins
   merchant reinstate --id MERCHANT_ID                 let it sign in again
+  merchant settle --id MERCHANT_ID --amount AMOUNT --reference REF
+                                                      pay out its balance to its bank (a settlement)
   payer create --phone DIGITS --name NAME --pin PIN [--balance AMOUNT]
   payer list [--limit N] [--cursor C]                 newest first, with balances, a page
   payer deposit --phone DIGITS --amount AMOUNT
@@ -42,6 +44,7 @@ const OPTIONS = {
   limit: { type: 'string' },
   cursor: { type: 'string' },
   id: { type: 'string' },
+  reference: { type: 'string' },
 } as const;
 
 /** The longest first line of standard input read for a secret. */
@@ -150,6 +153,13 @@ async function run(argv: string[]): Promise<unknown> {
       request = {
         method: 'POST',
         url: `/api/v1/admin/merchants/${encodeURIComponent(text('id'))}/${command === 'merchant suspend' ? 'suspend' : 'reinstate'}`,
+      };
+      break;
+    case 'merchant settle':
+      request = {
+        method: 'POST',
+        url: `/api/v1/admin/merchants/${encodeURIComponent(text('id'))}/settlements`,
+        body: { amount: decimal('amount'), reference: text('reference') },
       };
       break;
     case 'merchant list':
