@@ -508,13 +508,19 @@ describe('HTTP hygiene', () => {
     const login = openapi.body.paths['/api/v1/authorization'].post.responses;
     assert.ok(login['413'] && login['415'], Object.keys(login).join());
     // So on every route that reads a body, one that takes none included (a revocation, a decline).
-    const signed = new Set(['/api/public/v1/merchant-payments', '/api/public/v1/merchant-payments/status']);
-    for (const [path, operations] of Object.entries(openapi.body.paths as Record<string, Record<string, { responses: object }>>)) {
+    // The signed ones are every operation of /api/public/ (payments, refunds, balance, transactions).
+    const signedPaths = Object.keys(openapi.body.paths).filter((path) => path.startsWith('/api/public/'));
+    assert.ok(signedPaths.length >= 7, signedPaths.join());
+    for (const [path, operations] of Object.entries(
+      openapi.body.paths as Record<string, Record<string, { responses: object; security?: Record<string, unknown>[] }>>,
+    )) {
       if (path.startsWith('/api/messages')) continue; // its own shapes: 400 for any bad body
       for (const [method, operation] of Object.entries(operations)) {
         if (!['post', 'put', 'patch', 'delete'].includes(method)) continue;
         const listed = Object.keys(operation.responses);
-        const expected = signed.has(path) ? ['413', '422'] : ['413', '415', '422'];
+        const signed = operation.security?.some((scheme) => 'signedRequest' in scheme) ?? false;
+        assert.equal(signed, path.startsWith('/api/public/'), `${path}: signed exactly when under /api/public/`);
+        const expected = signed ? ['413', '422'] : ['413', '415', '422'];
         for (const status of expected)
           assert.ok(listed.includes(status), `${method.toUpperCase()} ${path} lists ${status}: ${listed.join()}`);
       }

@@ -660,7 +660,7 @@ describe('ledger after payers and deposits', () => {
     const db = lipa.ctx.store.db;
     const cashIn = accountId('cash_in', CASH_IN_OWNER);
     const start = await checkLedger(db);
-    assert.deepEqual(start, { total: 0, mismatched: [], negative: [], unbalanced: [] });
+    assert.deepEqual(start, { total: 0, mismatched: [], negative: [], unbalanced: [], statements: [] });
     const cashInBefore = (await balanceOf(db, cashIn)) ?? 0;
 
     // Minor units deposited by this test: opening balances and cash-ins.
@@ -687,7 +687,7 @@ describe('ledger after payers and deposits', () => {
     assert.equal((await depositTo(lipa, phones[0] as string, 1.001)).status, 422);
 
     const report = await checkLedger(db);
-    assert.deepEqual(report, { total: 0, mismatched: [], negative: [], unbalanced: [] });
+    assert.deepEqual(report, { total: 0, mismatched: [], negative: [], unbalanced: [], statements: [] });
     assert.equal(await balanceOf(db, cashIn), cashInBefore - deposited);
 
     const wallets = await Promise.all(phones.map((phone) => walletBalance(lipa, phone)));
