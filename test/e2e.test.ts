@@ -23,6 +23,7 @@ import {
   unique,
 } from './helpers/client.js';
 import { ADMIN_TOKEN, type Lipa, STAGING_OTP, startLipa } from './helpers/harness.js';
+import { openTill, paidPayment, requestPayment } from './helpers/money.js';
 import { type Received, type Receiver, startReceiver } from './helpers/receiver.js';
 
 /**
@@ -39,12 +40,25 @@ import { type Received, type Receiver, startReceiver } from './helpers/receiver.
 const SCREENSHOTS = process.env.LIPA_SCREENSHOTS === '1';
 const SCREENSHOT_DIR = fileURLToPath(new URL('../docs/screenshots/', import.meta.url));
 /** Every page state captured (and checked at phone width), in the order the README lists them. */
-const EXPECTED_CAPTURES = ['pay-pending', 'pay-paid', 'wallet', 'dashboard-payments', 'dashboard-payment', 'admin-outbox'];
+const EXPECTED_CAPTURES = [
+  'pay-pending',
+  'pay-paid',
+  'wallet',
+  'dashboard-payments',
+  'dashboard-payment',
+  'dashboard-refund',
+  'dashboard-transactions',
+  'admin-outbox',
+];
 
 const XSS_DESCRIPTION = '<script>window.__xss=1</script><img src=x onerror="window.__xss=2">';
 const XSS_COMPANY = 'Duka <b>bold</b> Ltd';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A day in Nairobi (the browsers' time zone here) as a date input holds it, `days` from today. */
+const nairobiDay = (days = 0) =>
+  new Intl.DateTimeFormat('en-CA', { timeZone: 'Africa/Nairobi' }).format(new Date(Date.now() + days * 86_400_000));
 
 /** `money()` of the pages, for expected texts. */
 const money = (amount: number) => `KES ${amount.toLocaleString('en-KE', { minimumFractionDigits: 2, maximumFractionDigits: 2 })}`;
@@ -887,6 +901,236 @@ describe('pages end to end in Chromium', () => {
       await page.getByRole('button', { name: 'Create point of sale' }).click();
       await page.getByText(`Point of sale ${terminalId} created.`).waitFor();
       assert.equal(await page.locator('[aria-invalid]').count(), 0, 'nothing is marked invalid any more');
+    } finally {
+      await page.close();
+    }
+  });
+
+  test('dashboard money: the balance on the first screen; a paid payment refunded in part once for a double click, an over-refund refused, a pending one cancelled; the payer sees the refund', async () => {
+    const till = await openTill(lipa, receiver, 10_000);
+    const paid = await paidPayment(lipa, till, receiver, 250);
+    const pending = await requestPayment(till, receiver, 75);
+    const token = till.merchant.token;
+    const balanceNow = async () => (await call(lipa.url, 'GET', '/api/v1/balance', { token })).body.available as number;
+    const page = await merchantContext.newPage();
+    const sent: string[] = [];
+    page.on('request', (request) => {
+      if (request.method() !== 'GET') sent.push(`${request.method()} ${new URL(request.url()).pathname}`);
+    });
+    let dialogs: string[] = [];
+    let answer: 'accept' | 'dismiss' = 'accept';
+    page.on('dialog', (dialog) => {
+      dialogs.push(dialog.message());
+      void dialog[answer]();
+    });
+    try {
+      await page.goto(`${lipa.url}/dashboard`);
+      await signIn(page, till.merchant.login, till.merchant.password);
+      // The first screen, whatever the tab: the balance, as the API says it.
+      await page.getByRole('tab', { name: 'Points of sale' }).waitFor();
+      assert.equal(await balanceNow(), 250);
+      await until('the balance', async () => (await page.locator('#balance').textContent()) === money(250));
+
+      await page.getByRole('tab', { name: 'Payments' }).click();
+      await page.getByRole('button', { name: `Details of order ${paid.orderId}` }).click();
+      const fields = page.locator('#panel dl.fields');
+      await fields.getByText('Paid', { exact: true }).waitFor();
+      const refunded = fields.locator('dt:text-is("Refunded") + dd');
+      assert.equal(await refunded.textContent(), money(0));
+      const refunds = page.getByRole('region', { name: 'Refunds of this payment, newest first' });
+      await page.getByText('No refunds yet.').waitFor();
+      assert.equal(
+        await page.locator('#refund-amount-hint').textContent(),
+        `At most ${money(250)}, what is still refundable. Empty: all of it.`,
+      );
+
+      // A part of it, with a reason; a double click asks once and refunds once.
+      await page.getByLabel('Amount (KES)').fill('10');
+      await page.getByLabel('Reason (optional)').fill('One crate was damaged');
+      await page.getByRole('button', { name: 'Refund', exact: true }).dblclick();
+      await page.getByText(`Refunded ${money(10)} to the payer.`).waitFor();
+      await refunds.waitFor();
+      await sleep(300);
+      assert.equal(dialogs.length, 1, 'one question');
+      assert.match(dialogs[0] ?? '', new RegExp(`^Refund ${money(10)} of order ${paid.orderId} to the payer\\?`));
+      assert.deepEqual(
+        sent.filter((line) => line.endsWith('/refunds')),
+        [`POST /api/v1/payments/${paid.paymentIdentifier}/refunds`],
+      );
+      const apiRefunds = await call(lipa.url, 'GET', `/api/v1/payments/${paid.paymentIdentifier}/refunds`, { token });
+      assert.equal(apiRefunds.body.data.length, 1, 'one refund for a double click');
+      const refund = apiRefunds.body.data[0];
+      assert.equal(refund.amount, 10);
+      assert.equal(refund.reason, 'One crate was damaged');
+      assert.equal(await refunds.locator('[data-label="Amount"]').textContent(), money(10));
+      assert.equal(await refunds.locator('[data-label="Reason"]').textContent(), 'One crate was damaged');
+      assert.equal(await refunds.locator('[data-label="Refund ID"]').textContent(), refund.refundIdentifier);
+      await until('the refunded amount', async () => (await refunded.textContent()) === money(10));
+      assert.equal(await balanceNow(), 240);
+      await until('the new balance', async () => (await page.locator('#balance').textContent()) === money(240));
+      assert.equal(
+        await page.locator('#refund-amount-hint').textContent(),
+        `At most ${money(240)}, what is still refundable. Empty: all of it.`,
+      );
+      assert.equal(await page.getByLabel('Amount (KES)').inputValue(), '', 'the form is cleared for the next refund');
+
+      // More than is left: the API's words, on the field.
+      dialogs = [];
+      await page.getByLabel('Amount (KES)').fill('500');
+      await page.getByRole('button', { name: 'Refund', exact: true }).click();
+      await page.getByText('Amount (KES) must be at most 240, what is still refundable of this payment').waitFor();
+      assert.equal(await page.locator('#refund-amount').getAttribute('aria-invalid'), 'true');
+      assert.equal(await page.locator('#refund-amount:focus').count(), 1, 'the focus is on the field');
+      assert.equal(dialogs.length, 1);
+      assert.equal(await balanceNow(), 240, 'nothing moved');
+      await page.getByLabel('Amount (KES)').fill('');
+      await capture(page, 'dashboard-refund');
+
+      // The pending one: Cancel asks first; no is no.
+      await page.getByRole('button', { name: 'Back to payments' }).click();
+      await page.getByRole('button', { name: `Details of order ${pending.orderId}` }).click();
+      await fields.getByText('Waiting for approval').waitFor();
+      assert.equal(await page.getByRole('button', { name: 'Refund', exact: true }).count(), 0, 'no refund of an unpaid payment');
+      dialogs = [];
+      answer = 'dismiss';
+      await page.getByRole('button', { name: 'Cancel payment' }).click();
+      await sleep(300);
+      assert.equal(dialogs.length, 1);
+      assert.match(dialogs[0] ?? '', /cannot be undone/);
+      assert.equal(sent.filter((line) => line.endsWith('/cancel')).length, 0, 'not cancelled when the merchant says no');
+      answer = 'accept';
+      await page.getByRole('button', { name: 'Cancel payment' }).click();
+      await page.getByText(`Cancelled: the request for ${money(75)}, order ${pending.orderId} is declined.`).waitFor();
+      await fields.getByText('Declined', { exact: true }).waitFor();
+      assert.ok(((await fields.textContent()) ?? '').includes('cancelled by the merchant'));
+      assert.equal(await page.getByRole('button', { name: 'Cancel payment' }).count(), 0, 'nothing left to cancel');
+      const cancelled = await call(lipa.url, 'GET', `/api/v1/payments?orderId=${encodeURIComponent(pending.orderId)}`, { token });
+      assert.equal(cancelled.body.data[0].status, 'declined');
+      assert.equal(cancelled.body.data[0].reason, 'cancelled_by_merchant');
+      assert.deepEqual(
+        sent.filter((line) => line.endsWith('/cancel')),
+        [`POST /api/v1/payments/${pending.paymentIdentifier}/cancel`],
+      );
+    } finally {
+      await page.close();
+    }
+
+    // The payer's wallet: the paid payment says what came back, and the balance has it.
+    const context = await newContext(PHONE);
+    try {
+      const payerPage = await context.newPage();
+      await payerPage.goto(`${lipa.url}/wallet`);
+      await signIn(payerPage, till.payer.phone, till.payer.pin);
+      const row = payerPage.locator('#history tr', { hasText: paid.orderId });
+      await row.waitFor();
+      assert.equal(await row.locator('[data-label="Amount"]').textContent(), `${money(250)}Refunded ${money(10)}`);
+      assert.equal(await row.locator('.refunded').textContent(), `Refunded ${money(10)}`);
+      await until('the balance', async () => (await payerPage.locator('#balance').textContent()) === money(10_000 - 250 + 10));
+      await assertFitsPhone(payerPage, 'wallet with a refund');
+    } finally {
+      await context.close();
+    }
+  });
+
+  test('dashboard transactions: newest first, a page at a time, by type and by day, and the CSV of the same filters', async () => {
+    const till = await openTill(lipa, receiver, 10_000);
+    const payments: Payment[] = [];
+    for (let i = 1; i <= 21; i++) payments.push(await paidPayment(lipa, till, receiver, i));
+    const token = till.merchant.token;
+    const first = payments[0] as Payment;
+    const refunded = await call(lipa.url, 'POST', `/api/v1/payments/${first.paymentIdentifier}/refunds`, {
+      token,
+      body: { refundReference: unique('rf-'), amount: 0.5 },
+    });
+    assert.equal(refunded.status, 201, refunded.text);
+    const all = (await call(lipa.url, 'GET', '/api/v1/transactions', { token })).body.data as Array<{
+      transactionId: string;
+      type: string;
+      reference: string;
+    }>;
+    assert.equal(all.length, 22);
+
+    const page = await merchantContext.newPage();
+    const urls: string[] = [];
+    page.on('request', (request) => urls.push(request.url()));
+    try {
+      await page.goto(`${lipa.url}/dashboard`);
+      await signIn(page, till.merchant.login, till.merchant.password);
+      await page.getByRole('tab', { name: 'Transactions' }).click();
+      const list = page.getByRole('region', { name: 'Transactions, newest first' });
+      const references = () => list.locator('[data-label="Reference"] code').allTextContents();
+      await list.waitFor();
+      // Newest first, 20 a page: the refund on top.
+      assert.deepEqual(
+        await references(),
+        all.slice(0, 20).map((t) => t.reference),
+      );
+      const top = list.locator('tbody tr').first();
+      assert.equal(await top.locator('[data-label="Type"]').textContent(), 'Refund');
+      assert.equal(await top.locator('[data-label="Amount"]').textContent(), money(-0.5));
+      assert.equal(await top.locator('[data-label="Balance after"]').textContent(), money(230.5));
+      assert.ok(((await top.locator('[data-label="Reference"]').textContent()) ?? '').includes(`Order ${first.orderId}`));
+      await page.getByText('20 transactions so far; More reads the next ones.').waitFor();
+      await page.getByRole('button', { name: 'More' }).click();
+      await page.getByText('22 transactions.', { exact: true }).waitFor();
+      assert.deepEqual(
+        await references(),
+        all.map((t) => t.reference),
+        'the next page follows on, each entry once',
+      );
+      assert.equal(await page.getByRole('button', { name: 'More' }).count(), 0, 'no More after the last page');
+      await capture(page, 'dashboard-transactions');
+
+      // By type.
+      await page.getByLabel('Type').selectOption('refund');
+      await page.getByText('1 transaction.', { exact: true }).waitFor();
+      assert.deepEqual(await list.locator('[data-label="Type"]').allTextContents(), ['Refund']);
+
+      // By day: from yesterday to today (Nairobi's, the reader's) is everything; the days start at Nairobi's midnight.
+      await page.getByLabel('Type').selectOption('');
+      await page.getByLabel('From (day)').fill(nairobiDay(-1));
+      await page.getByLabel('To (day, included)').fill(nairobiDay(0));
+      await page.getByRole('button', { name: 'Search', exact: true }).click();
+      await page.getByText('20 transactions so far; More reads the next ones.').waitFor();
+      const asked = new URL(urls.filter((url) => new URL(url).pathname === '/api/v1/transactions').at(-1) ?? '');
+      assert.equal(asked.searchParams.get('from'), new Date(`${nairobiDay(-1)}T00:00:00+03:00`).toISOString());
+      assert.equal(asked.searchParams.get('to'), new Date(`${nairobiDay(1)}T00:00:00+03:00`).toISOString(), 'the last day included');
+      await page.getByLabel('From (day)').fill(nairobiDay(1));
+      await page.getByLabel('To (day, included)').fill('');
+      await page.getByRole('button', { name: 'Search', exact: true }).click();
+      await page.getByText('No transactions match.').waitFor();
+      // Days the wrong way round: said, and not asked.
+      const before = urls.length;
+      await page.getByLabel('From (day)').fill(nairobiDay(0));
+      await page.getByLabel('To (day, included)').fill(nairobiDay(-1));
+      await page.getByRole('button', { name: 'Search', exact: true }).click();
+      await page.getByText('To (day, included) must be the same day as From or later.').waitFor();
+      assert.equal(await page.locator('#tx-to').getAttribute('aria-invalid'), 'true');
+      assert.equal(urls.slice(before).filter((url) => url.includes('/api/v1/transactions')).length, 0);
+
+      // The CSV of the filters shown (payments of today), fetched with the token in a header, saved as a file.
+      await page.getByLabel('Type').selectOption('payment');
+      await page.getByLabel('From (day)').fill(nairobiDay(-1));
+      await page.getByLabel('To (day, included)').fill('');
+      await page.getByRole('button', { name: 'Search', exact: true }).click();
+      await page.getByText('20 transactions so far; More reads the next ones.').waitFor();
+      const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'Download CSV' }).click()]);
+      assert.equal(download.suggestedFilename(), 'lipa-transactions.csv');
+      const file = readFileSync((await download.path()) ?? '', 'utf8');
+      const from = new Date(`${nairobiDay(-1)}T00:00:00+03:00`).toISOString();
+      const direct = await call(lipa.url, 'GET', `/api/v1/transactions.csv?type=payment&from=${encodeURIComponent(from)}`, { token });
+      assert.equal(direct.status, 200);
+      assert.equal(file, direct.text, 'the file is the API’s CSV of the same filters');
+      const lines = file.trimEnd().split('\r\n');
+      assert.equal(lines[0], 'transactionId,type,amount,currency,balanceAfter,reference,orderId,occurredAt');
+      const payIds = all.filter((t) => t.type === 'payment').map((t) => t.transactionId);
+      assert.deepEqual(
+        lines.slice(1).map((line) => line.split(',')[0]),
+        payIds.reverse(),
+        'every payment, oldest first',
+      );
+      await page.getByText('Downloaded lipa-transactions.csv.').waitFor();
+      assert.ok(!urls.some((url) => url.includes(token)), 'the token is never in a URL');
     } finally {
       await page.close();
     }

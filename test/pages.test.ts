@@ -253,7 +253,7 @@ describe('pages: /pay and /wallet', () => {
   });
 
   test('the page scripts are served as JavaScript; unknown assets are 404', async () => {
-    for (const name of ['pay.js', 'wallet.js', 'common.js']) {
+    for (const name of ['pay.js', 'wallet.js', 'common.js', 'dashboard-money.js']) {
       const reply = await call(lipa.url, 'GET', `/assets/${name}`);
       assert.equal(reply.status, 200, name);
       assert.match(reply.headers.get('content-type') ?? '', /^text\/javascript/, name);

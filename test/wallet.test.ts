@@ -17,6 +17,7 @@ import {
   payerToken,
   paymentBody,
   type Reply,
+  unique,
   uniquePhone,
 } from './helpers/client.js';
 import { type Lipa, ON_POSTGRES, startLipa } from './helpers/harness.js';
@@ -199,6 +200,7 @@ describe('wallet: reading the wallet and its payments', () => {
     assert.equal(shown.orderId, first.orderId);
     assert.equal(shown.status, 'pending');
     assert.equal(shown.expiresAt, first.expiresAt);
+    assert.equal(shown.refundedAmount, 0, 'nothing refunded yet');
 
     const noUser = await call(lipa.url, 'GET', '/api/v1/wallet/payments?status=no_user', { token: bobToken });
     assert.equal(noUser.status, 422, noUser.text);
@@ -217,6 +219,24 @@ describe('wallet: reading the wallet and its payments', () => {
       remaining.body.data.map((p: { paymentIdentifier: string }) => p.paymentIdentifier),
       [first.paymentIdentifier],
     );
+  });
+
+  test("the payer's list says how much of a paid payment the merchant refunded; it stays paid", async () => {
+    const payer = await createPayer(lipa, { balance: 500 });
+    const token = await payerToken(lipa, payer);
+    const payment = await pay(s, receiver, payer.phone, 80);
+    assert.deepEqual((await accept(lipa, token, payment.paymentIdentifier, payer.pin)).body, { status: 'paid' });
+    for (const amount of [12.5, 7]) {
+      const refund = await s.client.refund({ paymentIdentifier: payment.paymentIdentifier, refundReference: unique('rf-'), amount });
+      assert.equal(refund.status, 201, JSON.stringify(refund.body));
+    }
+    const reply = await call(lipa.url, 'GET', '/api/v1/wallet/payments?status=paid', { token });
+    assert.equal(reply.status, 200, reply.text);
+    const shown = reply.body.data.find((p: { paymentIdentifier: string }) => p.paymentIdentifier === payment.paymentIdentifier);
+    assert.equal(shown.status, 'paid');
+    assert.equal(shown.amount, 80);
+    assert.equal(shown.refundedAmount, 19.5);
+    assert.deepEqual((await call(lipa.url, 'GET', '/api/v1/wallet', { token })).body.balance, 500 - 80 + 19.5);
   });
 
   test('a merchant token gets 403 and no token 401 on every wallet endpoint', async () => {

@@ -11,6 +11,7 @@ export const WalletPayment = Type.Object({
   orderId: Type.String(),
   description: Type.Union([Type.String(), Type.Null()]),
   amount: Type.Number(),
+  refundedAmount: Type.Number({ description: 'Given back to the wallet by the merchant so far, in major units: 0 when nothing was' }),
   currency: Type.String(),
   createdAt: Type.String(),
   updatedAt: Type.String(),

@@ -36,6 +36,7 @@ export async function listWalletPayments(ctx: AppContext, payerId: string, query
     orderId: p.order_id,
     description: p.description,
     amount: fromMinorUnits(p.amount),
+    refundedAmount: fromMinorUnits(p.refunded_amount),
     currency: p.currency,
     createdAt: isoTime(p.created_at),
     updatedAt: isoTime(p.updated_at),

@@ -30,7 +30,7 @@ const TYPES: Record<string, string> = {
 /** Assets are read once at start; the set is fixed (no path from the request reaches the disk). */
 function loadAssets(): Map<string, { body: string; type: string }> {
   const assets = new Map<string, { body: string; type: string }>();
-  for (const name of ['app.css', 'common.js', 'pay.js', 'wallet.js', 'dashboard.js', 'admin.js']) {
+  for (const name of ['app.css', 'common.js', 'pay.js', 'wallet.js', 'dashboard.js', 'dashboard-money.js', 'admin.js']) {
     try {
       const ext = name.slice(name.lastIndexOf('.'));
       assets.set(name, { body: readFileSync(join(ASSETS_DIR, name), 'utf8'), type: TYPES[ext] ?? 'application/octet-stream' });

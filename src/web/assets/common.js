@@ -293,9 +293,10 @@ export function tabs({ label, items, panel, onSelect }) {
  * A page of tabs under a title bar (the dashboard, the operator console). The chosen tab is
  * remembered for this browser tab (`storageKey`), the first is the default, and every visit
  * gets a fresh container: a slow answer for a tab left behind lands nowhere. `onLeave` runs
- * before each switch (to stop a tab's timers).
+ * before each switch (to stop a tab's timers). `summary`, if given, shows between the title bar
+ * and the tabs, whatever the tab (the dashboard's balance).
  */
-export function tabbedPage({ root, title, label, items, views, storageKey, actions, onLeave }) {
+export function tabbedPage({ root, title, label, items, views, storageKey, actions, summary, onLeave }) {
   const panel = el('section', { id: 'panel', class: 'panel' });
   const nav = tabs({
     label,
@@ -310,7 +311,7 @@ export function tabbedPage({ root, title, label, items, views, storageKey, actio
     },
   });
   const heading = el('h1', { text: title, tabindex: '-1' });
-  root.replaceChildren(el('div', { class: 'bar' }, heading, actions), nav.nav, panel);
+  root.replaceChildren(el('div', { class: 'bar' }, heading, actions), summary ?? '', nav.nav, panel);
   nav.select(session.get(storageKey) ?? items[0].id);
   // Signed in: the focus moves from the sign-in form that is gone to the page it opened.
   heading.focus();

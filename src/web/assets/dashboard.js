@@ -26,12 +26,15 @@ import {
   table,
   when,
 } from './common.js';
+import { balanceLine, paymentMoney, transactionsView } from './dashboard-money.js';
 
 const TOKEN = 'lipa.dashboard.token';
 const root = $('#app');
 let token = session.get(TOKEN);
 let me = null;
 let categories = null;
+/** The balance line above the tabs, once signed in. */
+let balance = null;
 
 /** An API call with the session token; a 401 signs out. */
 async function call(method, path, body) {
@@ -92,6 +95,8 @@ async function start() {
     return signOut('That is a wallet account. Payers use /wallet.');
   }
   me = reply.body;
+  balance = balanceLine(call);
+  void balance.refresh();
   tabbedPage({
     root,
     title: 'Merchant dashboard',
@@ -101,9 +106,11 @@ async function start() {
       { id: 'signing-keys', title: 'Signing keys' },
       { id: 'messaging-keys', title: 'Messaging keys' },
       { id: 'payments', title: 'Payments' },
+      { id: 'transactions', title: 'Transactions' },
       { id: 'messages', title: 'Messages' },
     ],
     views: VIEWS,
+    summary: balance.node,
     storageKey: 'lipa.dashboard.tab',
     actions: el(
       'p',
@@ -445,7 +452,18 @@ async function paymentsView(panel) {
             },
             { title: 'Terminal', cell: (p) => p.terminalId },
             { title: 'Amount', cell: (p) => money(p.amount, p.currency) },
-            { title: 'Status', cell: (p) => statusBadge(p.status, PAYMENT_STATUS) },
+            {
+              title: 'Status',
+              cell: (p) =>
+                el(
+                  'span',
+                  {},
+                  statusBadge(p.status, PAYMENT_STATUS),
+                  p.refundedAmount > 0
+                    ? [el('br'), el('span', { class: 'muted', text: `Refunded ${money(p.refundedAmount, p.currency)}` })]
+                    : null,
+                ),
+            },
           ],
         }),
         more ?? '',
@@ -481,12 +499,22 @@ async function paymentsView(panel) {
       if (reply.status !== 200) return show(detailStatus, errorText(reply));
       show(detailStatus, '', '');
       const fresh = reply.body.data.find((p) => p.paymentIdentifier === shown.paymentIdentifier) ?? shown;
-      const changed = fresh.status !== shown.status || fresh.updatedAt !== shown.updatedAt;
+      // A refund changes neither the status nor updatedAt: its refundedAmount says it.
+      const changed = fresh.status !== shown.status || fresh.updatedAt !== shown.updatedAt || fresh.refundedAmount !== shown.refundedAmount;
       shown = fresh;
-      if (changed) fields.replaceChildren(paymentFields(fresh));
+      if (changed) {
+        fields.replaceChildren(paymentFields(fresh));
+        moneyPart.update(fresh);
+      }
       if (changed || always) await loadCallbacks(fresh, callbacks);
     };
     // While the payer may still answer, the detail follows the payment by itself.
+    // Refunds of a paid payment, or cancelling a pending one; either moves the payment and the balance.
+    const moneyPart = paymentMoney({
+      call,
+      payment,
+      changed: () => Promise.all([reload({ always: true }), balance.refresh()]),
+    });
     const following = setInterval(() => {
       if (!open() || !OPEN_STATUSES.includes(shown.status)) return clearInterval(following);
       void reload({ always: false });
@@ -508,6 +536,7 @@ async function paymentsView(panel) {
         { class: 'card' },
         heading,
         fields,
+        moneyPart.node,
         el('h4', { text: 'Callbacks' }),
         callbacks,
         el(
@@ -532,6 +561,7 @@ function paymentFields(p) {
     ['Payment ID', p.paymentIdentifier],
     ['Status', el('span', {}, statusBadge(p.status, PAYMENT_STATUS), p.reason ? `: ${DECLINE_REASON[p.reason] ?? p.reason}` : '')],
     ['Amount', money(p.amount, p.currency)],
+    p.status === 'paid' ? ['Refunded', money(p.refundedAmount ?? 0, p.currency)] : null,
     ['Order ID', p.orderId],
     ['Terminal', p.terminalId],
     ['Merchant stika', p.merchantStika ?? '—'],
@@ -670,6 +700,12 @@ const VIEWS = {
   'signing-keys': signingKeysView,
   'messaging-keys': messagingKeysView,
   payments: paymentsView,
+  transactions: transactionsView({
+    call,
+    token: () => token,
+    signOut,
+    balance: { refresh: () => balance?.refresh() },
+  }),
   messages: messagesView,
 };
 

@@ -321,7 +321,19 @@ function renderHistory(list) {
           el('span', { class: 'muted', text: when(p.createdAt) }),
         ),
       ),
-      el('td', { class: 'nowrap', 'data-label': 'Amount' }, el('span', { text: money(p.amount, p.currency) })),
+      el(
+        'td',
+        { class: 'nowrap', 'data-label': 'Amount' },
+        el(
+          'span',
+          {},
+          el('span', { text: money(p.amount, p.currency) }),
+          // Money the merchant gave back is in the balance already: the payment says where it came from.
+          p.refundedAmount > 0
+            ? [el('br'), el('span', { class: 'refunded', text: `Refunded ${money(p.refundedAmount, p.currency)}` })]
+            : null,
+        ),
+      ),
       el(
         'td',
         { class: 'nowrap', 'data-label': 'Status' },
