@@ -37,6 +37,7 @@ const FIELDS = [
   'orderId',
   'paymentIdentifier',
   'paymentUrl',
+  'refundedAmount',
   'status',
   'terminalId',
   'updatedAt',
@@ -138,6 +139,7 @@ describe('creating a payment and reading its status', () => {
     const p = reply.body;
     assert.deepEqual(Object.keys(p).sort(), FIELDS);
     assert.equal(p.status, 'pending');
+    assert.equal(p.refundedAmount, 0, 'nothing refunded yet');
     assert.equal(p.terminalId, merchant.terminalId);
     assert.equal(p.orderId, body.orderId);
     assert.equal(p.amount, 1500.5);

@@ -1,4 +1,5 @@
 import type { Tx } from '../db/database.js';
+import { hotQuery } from '../db/hot-query.js';
 import type { PaymentTable } from '../db/schema.js';
 import { isoTime } from '../http/time.js';
 import { toCallbackPayment } from '../payments/payment-view.js';
@@ -34,38 +35,34 @@ export async function enqueueEvent(
     ...extra,
     payment: toCallbackPayment(payment),
   });
-  await tx
-    .insertInto('callback_events')
-    .values({
-      id: eventId,
-      payment_id: payment.id,
-      merchant_id: payment.merchant_id,
-      api_key_id: payment.api_key_id,
-      pos_id: payment.pos_id,
-      payload,
-      created_at: now,
-    })
-    .execute();
+  const event = {
+    id: eventId,
+    payment_id: payment.id,
+    merchant_id: payment.merchant_id,
+    api_key_id: payment.api_key_id,
+    pos_id: payment.pos_id,
+    payload,
+    created_at: now,
+  };
+  await hotQuery(tx, 'callbacks.insert-event', Object.values(event), () => tx.insertInto('callback_events').values(event));
   // "Also to the POS resultUrl when it is a different URL" (CONTRACT §7): the same URL written
   // another way (scheme or host case, the default port) is not a different one.
   const urls = sameUrl(payment.callback_url, resultUrl) ? [payment.callback_url] : [payment.callback_url, resultUrl];
-  await tx
-    .insertInto('callback_deliveries')
-    .values(
-      urls.map((url) => ({
-        id: randomId('dlv_'),
-        event_id: eventId,
-        url,
-        status: 'pending' as const,
-        attempts: 0,
-        next_attempt_at: now,
-        locked_until: 0,
-        last_error: null,
-        created_at: now,
-        updated_at: now,
-      })),
-    )
-    .execute();
+  const deliveries = urls.map((url) => ({
+    id: randomId('dlv_'),
+    event_id: eventId,
+    url,
+    status: 'pending' as const,
+    attempts: 0,
+    next_attempt_at: now,
+    locked_until: 0,
+    last_error: null,
+    created_at: now,
+    updated_at: now,
+  }));
+  await hotQuery(tx, `callbacks.insert-deliveries-${deliveries.length}`, deliveries.flatMap(Object.values), () =>
+    tx.insertInto('callback_deliveries').values(deliveries),
+  );
   return eventId;
 }
 

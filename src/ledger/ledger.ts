@@ -1,6 +1,7 @@
-import type { Kysely } from 'kysely';
+import type { Insertable, Kysely } from 'kysely';
 import { sql } from 'kysely';
 import type { Tx } from '../db/database.js';
+import { hotQuery } from '../db/hot-query.js';
 import type { Database, LedgerAccountKind } from '../db/schema.js';
 import { randomId } from '../security/tokens.js';
 import { CURRENCY } from './money.js';
@@ -55,13 +56,15 @@ export async function postTransaction(
   const ordered = [...entry.postings].sort((a, b) => a.amount - b.amount);
   const moved: { posting: Posting; kind: LedgerAccountKind; balance: number; seq: number }[] = [];
   for (const [index, posting] of ordered.entries()) {
-    const row = await tx
-      .updateTable('ledger_accounts')
-      .set({ balance: sql`balance + ${posting.amount}`, entries: sql`entries + 1` })
-      .where('id', '=', posting.accountId)
-      .where((eb) => eb.or([eb('kind', '=', 'cash_in'), eb('balance', '>=', -posting.amount)]))
-      .returning(['kind', 'balance', 'entries'])
-      .executeTakeFirst();
+    const { rows } = await hotQuery(tx, 'ledger.move-balance', [posting.amount, posting.accountId, 'cash_in', -posting.amount], () =>
+      tx
+        .updateTable('ledger_accounts')
+        .set({ balance: sql`balance + ${posting.amount}`, entries: sql`entries + 1` })
+        .where('id', '=', posting.accountId)
+        .where((eb) => eb.or([eb('kind', '=', 'cash_in'), eb('balance', '>=', -posting.amount)]))
+        .returning(['kind', 'balance', 'entries']),
+    );
+    const row = rows[0];
     if (!row) {
       if (index === 0) throw new InsufficientFundsError(posting.accountId);
       // Earlier postings were applied: only a rollback of the whole unit is safe.
@@ -70,22 +73,18 @@ export async function postTransaction(
     moved.push({ posting, kind: row.kind, balance: Number(row.balance), seq: Number(row.entries) });
   }
   const transactionId = randomId('ltx_');
-  await tx
-    .insertInto('ledger_transactions')
-    .values({ id: transactionId, kind: entry.kind, reference: entry.reference, created_at: now })
-    .execute();
-  await tx
-    .insertInto('ledger_postings')
-    .values(
-      entry.postings.map((posting) => ({
-        id: randomId('lpo_'),
-        transaction_id: transactionId,
-        account_id: posting.accountId,
-        amount: posting.amount,
-        created_at: now,
-      })),
-    )
-    .execute();
+  const transaction = { id: transactionId, kind: entry.kind, reference: entry.reference, created_at: now };
+  await hotQuery(tx, 'ledger.insert-transaction', Object.values(transaction), () =>
+    tx.insertInto('ledger_transactions').values(transaction),
+  );
+  const postings = entry.postings.map((posting) => ({
+    id: randomId('lpo_'),
+    transaction_id: transactionId,
+    account_id: posting.accountId,
+    amount: posting.amount,
+    created_at: now,
+  }));
+  await insertRows(tx, 'ledger_postings', postings);
   // The statements of the wallets and merchants it touched. The cash-in account has none: it
   // is the system's own other side of every deposit, and no one asks for its statement.
   const entries = moved
@@ -101,8 +100,18 @@ export async function postTransaction(
       order_id: entry.orderId ?? null,
       created_at: now,
     }));
-  if (entries.length > 0) await tx.insertInto('ledger_entries').values(entries).execute();
+  if (entries.length > 0) await insertRows(tx, 'ledger_entries', entries);
   return transactionId;
+}
+
+/** Rows of one shape in one INSERT, compiled once for each table and row count (hotQuery). */
+function insertRows<T extends 'ledger_postings' | 'ledger_entries'>(tx: Tx, table: T, rows: Insertable<Database[T]>[]) {
+  return hotQuery(
+    tx,
+    `ledger.insert-${table}-${rows.length}`,
+    rows.flatMap((row) => Object.values(row)),
+    () => tx.insertInto(table).values(rows as never),
+  );
 }
 
 /** Cash-in: money enters the system from the cash-in account into a payer's wallet. */

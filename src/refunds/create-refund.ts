@@ -3,6 +3,7 @@ import type { Static } from 'typebox';
 import { enqueueEvent } from '../callbacks/events.js';
 import type { AppContext } from '../context.js';
 import { lockedRead, type Tx } from '../db/database.js';
+import { hotQuery } from '../db/hot-query.js';
 import type { PaymentTable, RefundTable } from '../db/schema.js';
 import { AppError, assertText, FieldChecks, shown, validationError } from '../http/errors.js';
 import { accountId, InsufficientFundsError, postTransaction } from '../ledger/ledger.js';
@@ -66,17 +67,20 @@ export async function createRefund(ctx: AppContext, asker: Asker, body: Body): P
       if (signer) await consumeNonce(tx, signer);
       const earlier = await byReference(tx, merchantId, body.refundReference);
       if (earlier) return { refund: earlier, created: false };
-      const payment = await lockedRead(
-        ctx.store.dialect,
-        tx
-          .selectFrom('payments as p')
-          .innerJoin('merchants as m', 'm.id', 'p.merchant_id')
-          .innerJoin('points_of_sale as s', 's.id', 'p.pos_id')
-          .selectAll('p')
-          .select(['m.name as merchant_name', 's.result_url'])
-          .where('p.id', '=', body.paymentIdentifier)
-          .where('p.merchant_id', '=', merchantId),
-      ).executeTakeFirst();
+      const { rows } = await hotQuery(tx, 'refund.payment', [body.paymentIdentifier, merchantId], () =>
+        lockedRead(
+          ctx.store.dialect,
+          tx
+            .selectFrom('payments as p')
+            .innerJoin('merchants as m', 'm.id', 'p.merchant_id')
+            .innerJoin('points_of_sale as s', 's.id', 'p.pos_id')
+            .selectAll('p')
+            .select(['m.name as merchant_name', 's.result_url'])
+            .where('p.id', '=', body.paymentIdentifier)
+            .where('p.merchant_id', '=', merchantId),
+        ),
+      );
+      const payment = rows[0];
       if (!payment) throw new AppError('not_found', `No payment ${shown(body.paymentIdentifier)}.`);
       const amount = refundableAmount(ctx, payment, requested, now);
       try {
@@ -100,14 +104,16 @@ export async function createRefund(ctx: AppContext, asker: Asker, body: Body): P
           `Your balance is less than ${payment.currency} ${fromMinorUnits(amount)}: refunds are paid from it.`,
         );
       }
-      const refunded = await tx
-        .updateTable('payments')
-        .set((eb) => ({ refunded_amount: eb('refunded_amount', '+', amount) }))
-        .where('id', '=', payment.id)
-        .where('status', '=', 'paid')
-        .where((eb) => eb(eb('refunded_amount', '+', amount), '<=', eb.ref('amount')))
-        .returningAll()
-        .executeTakeFirst();
+      const updated = await hotQuery(tx, 'refund.add-to-payment', [amount, payment.id, 'paid', amount], () =>
+        tx
+          .updateTable('payments')
+          .set((eb) => ({ refunded_amount: eb('refunded_amount', '+', amount) }))
+          .where('id', '=', payment.id)
+          .where('status', '=', 'paid')
+          .where((eb) => eb(eb('refunded_amount', '+', amount), '<=', eb.ref('amount')))
+          .returningAll(),
+      );
+      const refunded = updated.rows[0];
       // Unreachable while the row is locked (checked above): a rollback, never an over-refund.
       if (!refunded) throw new Error(`refund of ${payment.id} would exceed the amount paid`);
       const refund: RefundTable = {
@@ -123,12 +129,13 @@ export async function createRefund(ctx: AppContext, asker: Asker, body: Body): P
         fingerprint: print,
         created_at: now,
       };
-      const inserted = await tx
-        .insertInto('refunds')
-        .values(refund)
-        .onConflict((oc) => oc.columns(['merchant_id', 'refund_reference']).doNothing())
-        .executeTakeFirst();
-      if (Number(inserted.numInsertedOrUpdatedRows ?? 0n) === 0) throw new ReferenceTaken();
+      const inserted = await hotQuery(tx, 'refund.insert', Object.values(refund), () =>
+        tx
+          .insertInto('refunds')
+          .values(refund)
+          .onConflict((oc) => oc.columns(['merchant_id', 'refund_reference']).doNothing()),
+      );
+      if (Number(inserted.numAffectedRows ?? 0n) === 0) throw new ReferenceTaken();
       await enqueueEvent(tx, refunded, payment.result_url, 'refund.succeeded', { refund: toRefundView(refund) }, now);
       await ctx.notifier.send(
         tx,
@@ -178,13 +185,11 @@ function refundableAmount(ctx: AppContext, payment: PaymentTable, requested: num
   return requested ?? left;
 }
 
-function byReference(db: Tx, merchantId: string, reference: string): Promise<RefundTable | undefined> {
-  return db
-    .selectFrom('refunds')
-    .selectAll()
-    .where('merchant_id', '=', merchantId)
-    .where('refund_reference', '=', reference)
-    .executeTakeFirst();
+async function byReference(db: Tx, merchantId: string, reference: string): Promise<RefundTable | undefined> {
+  const { rows } = await hotQuery(db, 'refund.by-reference', [merchantId, reference], () =>
+    db.selectFrom('refunds').selectAll().where('merchant_id', '=', merchantId).where('refund_reference', '=', reference),
+  );
+  return rows[0];
 }
 
 /** The refund status endpoint: one of the caller's refunds. */
