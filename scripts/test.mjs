@@ -8,7 +8,8 @@
 // Each run is `node --import tsx --test ...` with LIPA_TEST_DATABASE set to
 // `sqlite` or to a PostgreSQL server URL; the test harness creates one fresh
 // database per app it starts. PostgreSQL is a throwaway cluster from
-// pg-throwaway.mjs, or TEST_POSTGRES_URL if that is set.
+// pg-throwaway.mjs (binaries: LIPA_TEST_PG_BINDIR, else the ones npm installed, else
+// the system's), or TEST_POSTGRES_URL if that is set.
 //
 // Plain Node ESM with no dependencies, so it works before anything is built.
 
@@ -123,7 +124,7 @@ async function runPostgres(files) {
     return { ok: false, error: `could not start PostgreSQL: ${err.message.split('\n')[0]}` };
   }
   try {
-    console.log(`\n== tests on PostgreSQL (${redact(pg.url)}) ==\n`);
+    console.log(`\n== tests on PostgreSQL (${redact(pg.url)}; ${pg.server}) ==\n`);
     return await runTests(files, pg.url);
   } finally {
     await pg.stop();
