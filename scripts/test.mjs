@@ -9,7 +9,9 @@
 // `sqlite` or to a PostgreSQL server URL; the test harness creates one fresh
 // database per app it starts. PostgreSQL is a throwaway cluster from
 // pg-throwaway.mjs (binaries: LIPA_TEST_PG_BINDIR, else the ones npm installed, else
-// the system's), or TEST_POSTGRES_URL if that is set.
+// the system's), or TEST_POSTGRES_URL if that is set. When a test file drives the
+// browser, Chromium is checked first, and installed from Debian if missing and we
+// are root (chromium.mjs).
 //
 // Plain Node ESM with no dependencies, so it works before anything is built.
 
@@ -18,6 +20,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ensureChromium, needsChromium } from './chromium.mjs';
 import { startThrowawayPostgres } from './pg-throwaway.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -48,6 +51,9 @@ async function main(args) {
     });
   }
 
+  // Once for all the runs, before them; a missing browser fails its tests (noted below).
+  const chromiumProblem = needsChromium(files.map((f) => path.resolve(root, f))) ? await ensureChromium() : null;
+
   const results = [];
   for (const db of databases) {
     if (interrupted) break;
@@ -61,6 +67,7 @@ async function main(args) {
     const status = r.ok ? 'PASS' : 'FAIL';
     console.log(`${status}  ${r.name.padEnd(10)} ${r.seconds.toFixed(1).padStart(6)}s${r.error ? `  (${r.error})` : ''}`);
   }
+  if (chromiumProblem) console.log(`note: ${chromiumProblem}`);
   if (interrupted) {
     console.log('interrupted');
     return 130;
