@@ -428,7 +428,8 @@ describe('a merchant whose terminals share an order id', () => {
     assert.equal(second.status, 201, second.text);
     const client = clientFor(lipa.url, m);
     const orderId = unique('shared-order');
-    const first = await pay(client, m, { orderId });
+    // A phone no payer has: it stays no_user (a staging test payer would pay it meanwhile).
+    const first = await pay(client, m, { orderId, payer: { method: 'phone', value: uniquePhone() } });
     const payer = await createPayer(lipa, { balance: 100 });
     const later = await pay(client, { terminalId: second.body.terminalId } as MerchantSetup, {
       orderId,
