@@ -209,6 +209,7 @@ async function main(): Promise<void> {
   if (POSTGRES) {
     const { startThrowawayPostgres } = await import('../scripts/pg-throwaway.mjs');
     const pg = await startThrowawayPostgres();
+    notes.push(`database: ${pg.server}`);
     databaseUrl = pg.url;
     pgStop = pg.stop;
   }

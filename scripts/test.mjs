@@ -8,7 +8,10 @@
 // Each run is `node --import tsx --test ...` with LIPA_TEST_DATABASE set to
 // `sqlite` or to a PostgreSQL server URL; the test harness creates one fresh
 // database per app it starts. PostgreSQL is a throwaway cluster from
-// pg-throwaway.mjs, or TEST_POSTGRES_URL if that is set.
+// pg-throwaway.mjs (binaries: LIPA_TEST_PG_BINDIR, else the ones npm installed, else
+// the system's), or TEST_POSTGRES_URL if that is set. When a test file drives the
+// browser, Chromium is checked first, and installed from Debian if missing and we
+// are root (chromium.mjs).
 //
 // Plain Node ESM with no dependencies, so it works before anything is built.
 
@@ -17,6 +20,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ensureChromium, needsChromium } from './chromium.mjs';
 import { startThrowawayPostgres } from './pg-throwaway.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -47,6 +51,9 @@ async function main(args) {
     });
   }
 
+  // Once for all the runs, before them; a missing browser fails its tests (noted below).
+  const chromiumProblem = needsChromium(files.map((f) => path.resolve(root, f))) ? await ensureChromium() : null;
+
   const results = [];
   for (const db of databases) {
     if (interrupted) break;
@@ -60,6 +67,7 @@ async function main(args) {
     const status = r.ok ? 'PASS' : 'FAIL';
     console.log(`${status}  ${r.name.padEnd(10)} ${r.seconds.toFixed(1).padStart(6)}s${r.error ? `  (${r.error})` : ''}`);
   }
+  if (chromiumProblem) console.log(`note: ${chromiumProblem}`);
   if (interrupted) {
     console.log('interrupted');
     return 130;
@@ -123,7 +131,7 @@ async function runPostgres(files) {
     return { ok: false, error: `could not start PostgreSQL: ${err.message.split('\n')[0]}` };
   }
   try {
-    console.log(`\n== tests on PostgreSQL (${redact(pg.url)}) ==\n`);
+    console.log(`\n== tests on PostgreSQL (${redact(pg.url)}; ${pg.server}) ==\n`);
     return await runTests(files, pg.url);
   } finally {
     await pg.stop();

@@ -1,8 +1,11 @@
 import { existsSync } from 'node:fs';
 import { type Browser, chromium } from 'playwright-core';
 
-/** Debian's Chromium (`apt-get install chromium`); a test tool never downloads a browser here. */
-export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+/**
+ * Debian's Chromium, which `npm test` installs when it runs as root (scripts/chromium.mjs, which
+ * looks in the same place); a test tool never downloads a browser here.
+ */
+export const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
 
 /**
  * Launches headless Chromium the way this machine needs it: as root without the sandbox, and
@@ -10,7 +13,10 @@ export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
  */
 export async function launchBrowser(): Promise<Browser> {
   if (!existsSync(CHROMIUM)) {
-    throw new Error(`Chromium not found at ${CHROMIUM}: apt-get install chromium (bash .ci/run does), or set CHROMIUM_PATH`);
+    throw new Error(
+      `Chromium not found at ${CHROMIUM}: apt-get install --no-install-recommends chromium fonts-dejavu-core ` +
+        '(npm test does it when run as root), or set CHROMIUM_PATH',
+    );
   }
   return chromium.launch({
     executablePath: CHROMIUM,
