@@ -104,6 +104,7 @@ export async function measureFloors(count = 40_000): Promise<Floor[]> {
       callback_url: 'https://merchant.example/callbacks/lipa',
       fingerprint: randomHex() + randomHex(),
       status: 'pending',
+      refunded_amount: 0,
       created_at: now,
       updated_at: now,
       expires_at: now + 120_000,
