@@ -288,7 +288,7 @@ async function main(): Promise<void> {
           nextCursor: string;
         };
         for (const [name, query] of [
-          ['(h) statement page, first of 1,000,000', ''],
+          [`(h) statement page, first of ${ENTRIES.toLocaleString('en')}`, ''],
           ['(h) statement page, deep (entries 900-801)', `&cursor=${encodeURIComponent(near.nextCursor)}`],
         ] as const) {
           rows.push(await load(name, pid, { url: `${url}/api/v1/transactions?limit=100${query}`, headers: auth }));

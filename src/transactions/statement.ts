@@ -1,4 +1,5 @@
 import type { AppContext } from '../context.js';
+import { hotQuery } from '../db/hot-query.js';
 import type { LedgerEntryTable } from '../db/schema.js';
 import { validationError } from '../http/errors.js';
 import type { Page } from '../http/pagination.js';
@@ -42,8 +43,11 @@ export async function merchantBalance(ctx: AppContext, merchantId: string) {
   };
 }
 
-/** The entry numbers a range covers, [first, last]; null when it holds none. */
-async function seqRange(ctx: AppContext, account: string, filter: StatementFilter): Promise<[number, number] | null> {
+/**
+ * The entry numbers a range covers, [first, last]; null when it holds none. Without `to`, an
+ * open end (`last` unbounded, no query) when the caller reads downwards from it anyway.
+ */
+async function seqRange(ctx: AppContext, account: string, filter: StatementFilter, openEnd = false): Promise<[number, number] | null> {
   const from = instant('from', filter.from);
   const to = instant('to', filter.to);
   const db = ctx.store.db;
@@ -53,7 +57,12 @@ async function seqRange(ctx: AppContext, account: string, filter: StatementFilte
   };
   const base = () => db.selectFrom('ledger_entries').select('seq').where('account_id', '=', account);
   const first = from === undefined ? 1 : await bound('asc', (q) => q.where('created_at', '>=', from));
-  const last = to === undefined ? await bound('desc', (q) => q) : await bound('desc', (q) => q.where('created_at', '<', to));
+  const last =
+    to === undefined
+      ? openEnd
+        ? Number.MAX_SAFE_INTEGER
+        : await bound('desc', (q) => q)
+      : await bound('desc', (q) => q.where('created_at', '<', to));
   if (first === null || last === null || first > last) return null;
   return [first, last];
 }
@@ -74,20 +83,21 @@ export async function listTransactions(
   const scope = `transactions:${merchantId}`;
   const after = filter.cursor === undefined ? undefined : Number(ctx.cursors.decode(scope, filter.cursor, ['number'])[0]);
   const account = accountId('merchant', merchantId);
-  const range = await seqRange(ctx, account, filter);
+  const range = await seqRange(ctx, account, filter, true);
   if (range === null) return { data: [], nextCursor: null };
   const last = after === undefined ? range[1] : Math.min(range[1], after - 1);
-  let query = ctx.store.db
-    .selectFrom('ledger_entries')
-    .select(ENTRY_COLUMNS)
-    .where('account_id', '=', account)
-    .where('seq', '>=', range[0])
-    .where('seq', '<=', last);
-  if (filter.type !== undefined) query = query.where('kind', '=', filter.type);
-  const rows = await query
-    .orderBy('seq', 'desc')
-    .limit(filter.limit + 1)
-    .execute();
+  const db = ctx.store.db;
+  const type = filter.type;
+  const params = [account, range[0], last, ...(type === undefined ? [] : [type]), filter.limit + 1];
+  const { rows } = await hotQuery(db, type === undefined ? 'statement.page' : 'statement.page-of-type', params, () => {
+    const query = db
+      .selectFrom('ledger_entries')
+      .select(ENTRY_COLUMNS)
+      .where('account_id', '=', account)
+      .where('seq', '>=', range[0])
+      .where('seq', '<=', last);
+    return (type === undefined ? query : query.where('kind', '=', type)).orderBy('seq', 'desc').limit(filter.limit + 1);
+  });
   return ctx.cursors.page(scope, rows, filter.limit, (row) => [Number(row.seq)], toTransaction);
 }
 
