@@ -218,6 +218,18 @@ describe('balance and transactions (CONTRACT §12)', () => {
       ['settlement', -5.5, reply.body.settlementId, undefined],
     );
     assert.equal(((await till.client.balance()).body as Balance).available, 90);
+    // The same settlement again: 200 with the one recorded, and nothing moves; another amount: 409.
+    const again = await admin(lipa, 'POST', `/api/v1/admin/merchants/${till.merchant.merchantId}/settlements`, {
+      amount: 5.5,
+      reference: reply.body.reference,
+    });
+    assert.equal(again.status, 200);
+    assert.deepEqual(again.body, reply.body);
+    const other = await admin(lipa, 'POST', `/api/v1/admin/merchants/${till.merchant.merchantId}/settlements`, {
+      amount: 6,
+      reference: reply.body.reference,
+    });
+    assertError(other, 409, 'idempotency_conflict');
     const tooMuch = await admin(lipa, 'POST', `/api/v1/admin/merchants/${till.merchant.merchantId}/settlements`, {
       amount: 90.01,
       reference: unique('bank-'),

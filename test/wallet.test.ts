@@ -1150,7 +1150,8 @@ describe('wallet: ledger property test', () => {
           const wanted = amount ?? left;
           trace.push(`${step}: refund ${wanted} of ${payment.id} (left ${left}, shop has ${shopBalance(payment.shop)}) → ${reply.status}`);
           const code = (reply.body as { error?: { code: string } }).error?.code;
-          if (left === 0) assert.deepEqual([reply.status, code], [409, 'payment_not_refundable'], at('nothing left'));
+          if (left === 0 && amount === undefined)
+            assert.deepEqual([reply.status, code], [409, 'payment_not_refundable'], at('nothing left'));
           else if (wanted > left) assert.deepEqual([reply.status, code], [422, 'validation_failed'], at('more than is left'));
           else if (wanted > shopBalance(payment.shop))
             assert.deepEqual([reply.status, code], [409, 'insufficient_balance'], at('shop short'));

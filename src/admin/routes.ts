@@ -67,10 +67,13 @@ export function registerAdminRoutes(app: App, ctx: AppContext): void {
         description: 'Debits the merchant and credits the settlement clearing account; more than the balance is 409 insufficient_balance.',
         params: MerchantParams,
         body: SettlementBody,
-        response: { 201: SettlementResponse, ...errors(401, 404, 409, 422, 429) },
+        response: { 200: SettlementResponse, 201: SettlementResponse, ...errors(401, 404, 409, 422, 429) },
       },
     },
-    async (request, reply) => reply.code(201).send(await createSettlement(ctx, request.params.merchantId, request.body)),
+    async (request, reply) => {
+      const { settlement, created } = await createSettlement(ctx, request.params.merchantId, request.body);
+      return reply.code(created ? 201 : 200).send(settlement);
+    },
   );
 
   app.post(

@@ -132,6 +132,8 @@ export interface LedgerAccountTable {
   balance: number;
   /** The seq of the account's last statement entry (ledger_entries). */
   entries: Generated<number>;
+  /** The time of that entry: the next is never dated before it. */
+  last_entry_at: Generated<number>;
   created_at: number;
 }
 
@@ -151,7 +153,7 @@ export interface LedgerPostingTable {
 }
 
 /**
- * One line of an account's statement: a posting to a wallet or merchant account, numbered
+ * One line of an account's statement: a posting to a wallet, merchant or clearing account, numbered
  * per account in the order the balance moved (migration 012), with the balance it left.
  */
 export interface LedgerEntryTable {

@@ -1,5 +1,4 @@
-import type { Insertable, Kysely } from 'kysely';
-import { sql } from 'kysely';
+import { type Insertable, type Kysely, PostgresAdapter, sql } from 'kysely';
 import type { Tx } from '../db/database.js';
 import { hotQuery } from '../db/hot-query.js';
 import type { Database, LedgerAccountKind } from '../db/schema.js';
@@ -54,15 +53,30 @@ export async function postTransaction(
   // the account's next statement entry: the row is locked by the update, so the numbers
   // follow the order in which the balance moved, and balance_after is the balance it left.
   const ordered = [...entry.postings].sort((a, b) => a.amount - b.amount);
-  const moved: { posting: Posting; kind: LedgerAccountKind; balance: number; seq: number }[] = [];
+  // On PostgreSQL the accounts are locked first, in the order of their ids: a refund debits
+  // the merchant and credits the wallet, a payment the other way, and two units that locked
+  // them in their posting order could each hold the one the other waits for.
+  if (tx.getExecutor().adapter instanceof PostgresAdapter) {
+    const ids = [...new Set(entry.postings.map((p) => p.accountId))].sort();
+    await hotQuery(tx, `ledger.lock-accounts-${ids.length}`, ids, () =>
+      tx.selectFrom('ledger_accounts').select('id').where('id', 'in', ids).orderBy('id').forUpdate(),
+    );
+  }
+  const moved: { posting: Posting; kind: LedgerAccountKind; balance: number; seq: number; at: number }[] = [];
   for (const [index, posting] of ordered.entries()) {
-    const { rows } = await hotQuery(tx, 'ledger.move-balance', [posting.amount, posting.accountId, 'cash_in', -posting.amount], () =>
+    const params = [posting.amount, now, now, posting.accountId, 'cash_in', -posting.amount];
+    const { rows } = await hotQuery(tx, 'ledger.move-balance', params, () =>
       tx
         .updateTable('ledger_accounts')
-        .set({ balance: sql`balance + ${posting.amount}`, entries: sql`entries + 1` })
+        .set({
+          balance: sql`balance + ${posting.amount}`,
+          entries: sql`entries + 1`,
+          // Never before the account's previous entry (whose unit may have taken a later time).
+          last_entry_at: sql`case when last_entry_at > ${now} then last_entry_at else ${now} end`,
+        })
         .where('id', '=', posting.accountId)
         .where((eb) => eb.or([eb('kind', '=', 'cash_in'), eb('balance', '>=', -posting.amount)]))
-        .returning(['kind', 'balance', 'entries']),
+        .returning(['kind', 'balance', 'entries', 'last_entry_at']),
     );
     const row = rows[0];
     if (!row) {
@@ -70,7 +84,7 @@ export async function postTransaction(
       // Earlier postings were applied: only a rollback of the whole unit is safe.
       throw new Error(`ledger: account ${posting.accountId} missing or overdrawn after partial postings`);
     }
-    moved.push({ posting, kind: row.kind, balance: Number(row.balance), seq: Number(row.entries) });
+    moved.push({ posting, kind: row.kind, balance: Number(row.balance), seq: Number(row.entries), at: Number(row.last_entry_at) });
   }
   const transactionId = randomId('ltx_');
   const transaction = { id: transactionId, kind: entry.kind, reference: entry.reference, created_at: now };
@@ -85,8 +99,9 @@ export async function postTransaction(
     created_at: now,
   }));
   await insertRows(tx, 'ledger_postings', postings);
-  // The statements of the wallets and merchants it touched. The cash-in account has none: it
-  // is the system's own other side of every deposit, and no one asks for its statement.
+  // The statements of the accounts it touched (wallets, merchants, the settlement clearing
+  // account). The cash-in account has none: it is the system's own other side of every
+  // deposit, and no one asks for its statement.
   const entries = moved
     .filter((m) => m.kind !== 'cash_in')
     .map((m) => ({
@@ -98,7 +113,7 @@ export async function postTransaction(
       balance_after: m.balance,
       reference: entry.reference,
       order_id: entry.orderId ?? null,
-      created_at: now,
+      created_at: m.at,
     }));
   if (entries.length > 0) await insertRows(tx, 'ledger_entries', entries);
   return transactionId;
@@ -146,9 +161,10 @@ export interface LedgerCheck {
   /** Transactions whose postings do not sum to zero. */
   unbalanced: string[];
   /**
-   * Wallet and merchant accounts whose statement (ledger_entries) disagrees with the account:
-   * not one entry per posting numbered 1…n, or a running balance that is not the sum of the
-   * amounts before it, or a last balance that is not the account's.
+   * Accounts (but cash-in) whose statement (ledger_entries) disagrees with the account: not
+   * one entry per posting numbered 1…n, a running balance that is not the sum of the amounts
+   * before it, a last balance that is not the account's, or an entry dated before the one
+   * before it.
    */
   statements: string[];
 }
@@ -168,16 +184,17 @@ export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
     .execute();
   const entries = await db
     .selectFrom('ledger_entries')
-    .select(['account_id', 'seq', 'amount', 'balance_after'])
+    .select(['account_id', 'seq', 'amount', 'balance_after', 'created_at'])
     .orderBy('account_id')
     .orderBy('seq')
     .execute();
-  const statements = new Map<string, { count: number; balance: number; broken: boolean }>();
+  const statements = new Map<string, { count: number; balance: number; at: number; broken: boolean }>();
   for (const e of entries) {
-    const s = statements.get(e.account_id) ?? { count: 0, balance: 0, broken: false };
+    const s = statements.get(e.account_id) ?? { count: 0, balance: 0, at: 0, broken: false };
     s.count += 1;
     s.balance += Number(e.amount);
-    if (Number(e.seq) !== s.count || Number(e.balance_after) !== s.balance) s.broken = true;
+    if (Number(e.seq) !== s.count || Number(e.balance_after) !== s.balance || Number(e.created_at) < s.at) s.broken = true;
+    s.at = Number(e.created_at);
     statements.set(e.account_id, s);
   }
   const postingsOf = await db
@@ -189,7 +206,7 @@ export async function checkLedger(db: Kysely<Database>): Promise<LedgerCheck> {
   const badStatements = accounts
     .filter((a) => a.kind !== 'cash_in')
     .filter((a) => {
-      const s = statements.get(a.id) ?? { count: 0, balance: 0, broken: false };
+      const s = statements.get(a.id) ?? { count: 0, balance: 0, at: 0, broken: false };
       return s.broken || s.count !== (postingCount.get(a.id) ?? 0) || s.balance !== Number(a.balance);
     })
     .map((a) => a.id);

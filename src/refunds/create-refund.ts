@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Static } from 'typebox';
 import { enqueueEvent } from '../callbacks/events.js';
 import type { AppContext } from '../context.js';
-import { lockedRead, type Tx } from '../db/database.js';
+import type { Tx } from '../db/database.js';
 import { hotQuery } from '../db/hot-query.js';
 import type { PaymentTable, RefundTable } from '../db/schema.js';
 import { AppError, assertText, FieldChecks, shown, validationError } from '../http/errors.js';
@@ -48,8 +48,8 @@ export interface CreatedRefund {
  * Gives money back on a paid payment (CONTRACT §11), whole or in part, from the merchant's
  * balance. In one transaction: the ledger transaction (merchant debited, payer's wallet
  * credited), the payment's refunded amount, the refund row, its callback event and the
- * payer's SMS. The payment's row is read locked, so concurrent refunds of one payment take
- * turns and never refund more than was paid; the merchant's debit is conditional on its
+ * payer's SMS. Concurrent refunds of one payment take turns (PostgreSQL: the payment's row is
+ * read locked; SQLite: one writer) and never refund more than was paid; the merchant's debit is conditional on its
  * balance, so no interleaving takes the balance below zero. (merchant, refundReference) is
  * an idempotency key.
  */
@@ -67,19 +67,19 @@ export async function createRefund(ctx: AppContext, asker: Asker, body: Body): P
       if (signer) await consumeNonce(tx, signer);
       const earlier = await byReference(tx, merchantId, body.refundReference);
       if (earlier) return { refund: earlier, created: false };
-      const { rows } = await hotQuery(tx, 'refund.payment', [body.paymentIdentifier, merchantId], () =>
-        lockedRead(
-          ctx.store.dialect,
-          tx
-            .selectFrom('payments as p')
-            .innerJoin('merchants as m', 'm.id', 'p.merchant_id')
-            .innerJoin('points_of_sale as s', 's.id', 'p.pos_id')
-            .selectAll('p')
-            .select(['m.name as merchant_name', 's.result_url'])
-            .where('p.id', '=', body.paymentIdentifier)
-            .where('p.merchant_id', '=', merchantId),
-        ),
-      );
+      // On PostgreSQL the payment's row alone is held (FOR UPDATE OF p): concurrent refunds of
+      // it take turns, while the merchant's and the terminal's rows stay free for its other work.
+      const { rows } = await hotQuery(tx, 'refund.payment', [body.paymentIdentifier, merchantId], () => {
+        const query = tx
+          .selectFrom('payments as p')
+          .innerJoin('merchants as m', 'm.id', 'p.merchant_id')
+          .innerJoin('points_of_sale as s', 's.id', 'p.pos_id')
+          .selectAll('p')
+          .select(['m.name as merchant_name', 's.result_url'])
+          .where('p.id', '=', body.paymentIdentifier)
+          .where('p.merchant_id', '=', merchantId);
+        return ctx.store.dialect === 'postgres' ? query.forUpdate(['p'] as never) : query;
+      });
       const payment = rows[0];
       if (!payment) throw new AppError('not_found', `No payment ${shown(body.paymentIdentifier)}.`);
       const amount = refundableAmount(ctx, payment, requested, now);
@@ -171,14 +171,15 @@ function refundableAmount(ctx: AppContext, payment: PaymentTable, requested: num
     throw new AppError('payment_not_refundable', `Payment ${payment.id} is ${status}: only a paid payment can be refunded.`);
   }
   // A paid payment's last status change was to paid: its updated_at is when it was paid.
-  if (payment.updated_at + ctx.config.refundWindowDays * DAY_MS <= now) {
+  if (payment.updated_at + ctx.config.refundWindowDays * DAY_MS < now) {
     throw new AppError(
       'refund_window_closed',
       `Payment ${payment.id} was paid more than ${ctx.config.refundWindowDays} days ago: it can no longer be refunded.`,
     );
   }
   const left = payment.amount - payment.refunded_amount;
-  if (left === 0) throw new AppError('payment_not_refundable', `Payment ${payment.id} is already refunded in full.`);
+  // All of it by default: nothing is left to refund. An amount asked for is more than is left (422).
+  if (left === 0 && requested === null) throw new AppError('payment_not_refundable', `Payment ${payment.id} is already refunded in full.`);
   if (requested !== null && requested > left) {
     throw validationError('amount', `must be at most ${fromMinorUnits(left)}, what is still refundable of this payment`);
   }

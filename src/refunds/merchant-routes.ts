@@ -64,7 +64,7 @@ export function registerMerchantRefundRoutes(app: App, ctx: AppContext): void {
         .where('merchant_id', '=', merchantId)
         .executeTakeFirst();
       if (!payment) throw new AppError('not_found', `No payment ${shown(paymentIdentifier)}.`);
-      const scope = `refunds:${merchantId}`;
+      const scope = `refunds:${merchantId}:${payment.id}`;
       const limit = limitOf(request.query.limit);
       const start = startOf(ctx.cursors, scope, request.query.cursor);
       let query = db.selectFrom('refunds').selectAll().where('payment_id', '=', payment.id);

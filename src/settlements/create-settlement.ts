@@ -12,7 +12,8 @@ import { randomId } from '../security/tokens.js';
  * transaction debits the merchant and credits the settlement clearing account, with the
  * settlement's row. The debit is conditional on the balance, so a settlement racing refunds
  * never takes it below zero: too little → 409 insufficient_balance, nothing changes.
- * (merchant, reference) is unique: the same bank transfer is not recorded twice (409).
+ * (merchant, reference) is an idempotency key: the same settlement again answers the one
+ * recorded (created: false), the same reference with another amount is 409.
  */
 export async function createSettlement(ctx: AppContext, merchantId: string, input: { amount: number; reference: string }) {
   const checks = new FieldChecks();
@@ -50,16 +51,30 @@ export async function createSettlement(ctx: AppContext, merchantId: string, inpu
   } catch (error) {
     if (error instanceof InsufficientFundsError)
       throw new AppError('insufficient_balance', `The merchant's balance is less than ${CURRENCY} ${fromMinorUnits(row.amount)}.`);
-    if (isUniqueViolation(error))
-      throw new AppError('idempotency_conflict', `The merchant already has a settlement with reference ${shown(input.reference)}.`);
-    throw error;
+    if (!isUniqueViolation(error)) throw error;
+    const earlier = await ctx.store.db
+      .selectFrom('settlements')
+      .selectAll()
+      .where('merchant_id', '=', merchantId)
+      .where('reference', '=', input.reference)
+      .executeTakeFirst();
+    if (!earlier || Number(earlier.amount) !== row.amount)
+      throw new AppError(
+        'idempotency_conflict',
+        `The merchant already has a settlement with reference ${shown(input.reference)}, of another amount.`,
+      );
+    return { settlement: view(earlier), created: false };
   }
+  return { settlement: view(row), created: true };
+}
+
+function view(s: SettlementTable) {
   return {
-    settlementId: row.id,
-    merchantId,
-    amount: fromMinorUnits(row.amount),
-    currency: row.currency,
-    reference: row.reference,
-    createdAt: isoTime(now),
+    settlementId: s.id,
+    merchantId: s.merchant_id,
+    amount: fromMinorUnits(Number(s.amount)),
+    currency: s.currency,
+    reference: s.reference,
+    createdAt: isoTime(Number(s.created_at)),
   };
 }

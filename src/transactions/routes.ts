@@ -7,7 +7,7 @@ import type { App } from '../http/types.js';
 import { SignedHeaders } from '../payments/schemas.js';
 import { signedRoute, signerOf } from '../payments/signed-request.js';
 import { Balance, BalanceBody, StatementQuery, TransactionPage, TransactionsBody, TransactionsQuery } from './schemas.js';
-import { CSV_COLUMNS, csvLine, listTransactions, merchantBalance, statementChunks } from './statement.js';
+import { CSV_COLUMNS, csvLine, inertCell, listTransactions, merchantBalance, statementChunks } from './statement.js';
 
 /** The merchant's balance and statement (CONTRACT §12): signed for its servers, bearer for the dashboard. */
 export function registerTransactionRoutes(app: App, ctx: AppContext): void {
@@ -104,7 +104,16 @@ export function registerTransactionRoutes(app: App, ctx: AppContext): void {
         for (let chunk: typeof first = first; !chunk.done; chunk = await chunks.next()) {
           let lines = '';
           for (const t of chunk.value)
-            lines += csvLine([t.transactionId, t.type, t.amount, t.currency, t.balanceAfter, t.reference, t.orderId, t.occurredAt]);
+            lines += csvLine([
+              t.transactionId,
+              t.type,
+              t.amount,
+              t.currency,
+              t.balanceAfter,
+              t.reference,
+              inertCell(t.orderId),
+              t.occurredAt,
+            ]);
           yield lines;
         }
       }

@@ -146,3 +146,12 @@ export function csvLine(values: readonly (string | number | undefined)[]): strin
 }
 
 const NEEDS_QUOTES = /[",\r\n]/;
+
+/**
+ * A text the merchant's own client chose (an orderId), as a spreadsheet will not run it: one
+ * that starts with = + - @ or a tab or carriage return gets a leading apostrophe (OWASP's
+ * advice against CSV injection), since whoever opens the export may not be who wrote it.
+ */
+export function inertCell(text: string | undefined): string | undefined {
+  return text !== undefined && /^[=+\-@\t\r]/.test(text) ? `'${text}` : text;
+}

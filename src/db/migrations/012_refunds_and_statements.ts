@@ -9,6 +9,12 @@ import { type Kysely, PostgresAdapter, sql } from 'kysely';
  *   the order the balance moved in) with the balance it left. Keyset pages and the CSV walk
  *   `(account_id, seq)`; `ledger_accounts.entries` is the last number given. Existing postings
  *   are numbered in the order they were made, their balances summed in that order.
+ *   `ledger_accounts.last_entry_at` is the time of the last entry: an entry is never dated
+ *   before the one before it (instances' clocks differ, and a unit takes its time before it
+ *   waits for the account's lock), so a range of times is a run of numbers.
+ *
+ * Every instance must be stopped for this migration: one of an older version still running
+ * would move balances without writing their entries.
  *
  * SQLite runs migrations outside a transaction, so each step may run again after a start cut
  * short: tables and indexes IF NOT EXISTS, columns added only when missing, the copy of old
@@ -29,6 +35,11 @@ export async function up(db: Kysely<any>): Promise<void> {
     await db.schema
       .alterTable('ledger_accounts')
       .addColumn('entries', 'bigint', (c) => c.notNull().defaultTo(0))
+      .execute();
+  if (!(await columns('ledger_accounts')).has('last_entry_at'))
+    await db.schema
+      .alterTable('ledger_accounts')
+      .addColumn('last_entry_at', 'bigint', (c) => c.notNull().defaultTo(0))
       .execute();
 
   await db.schema
@@ -95,7 +106,9 @@ export async function up(db: Kysely<any>): Promise<void> {
     window w as (partition by p.account_id order by p.created_at, p.id rows unbounded preceding)
     on conflict do nothing`.execute(db);
   await sql`
-    update ledger_accounts set entries = (select count(*) from ledger_entries e where e.account_id = ledger_accounts.id)
+    update ledger_accounts set
+      entries = (select count(*) from ledger_entries e where e.account_id = ledger_accounts.id),
+      last_entry_at = coalesce((select max(e.created_at) from ledger_entries e where e.account_id = ledger_accounts.id), 0)
     where kind <> 'cash_in'`.execute(db);
 
   // A statement is as append-only as the postings it repeats (migration 007).

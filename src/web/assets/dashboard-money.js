@@ -129,10 +129,8 @@ export function transactionsView({ call, token, signOut, balance }) {
     }
 
     const download = onPress(el('button', { type: 'button', class: 'secondary', text: 'Download CSV' }), async () => {
-      const chosen = readFilters();
-      if (!chosen) return;
       show(csvStatus, 'Preparing the CSV…', 'muted');
-      const saved = await saveCsv(pagePath('/api/v1/transactions.csv', chosen, null), token());
+      const saved = await saveCsv(pagePath('/api/v1/transactions.csv', searched, null), token());
       if (saved.status === 401) return signOut('Your session has ended. Sign in again.');
       if (saved.status !== 200) return show(csvStatus, errorText(saved));
       show(csvStatus, 'Downloaded lipa-transactions.csv.', 'notice');
