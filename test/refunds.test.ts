@@ -5,13 +5,14 @@ import { type Payment, type PaymentRequest, type Refund, verifyCallback } from '
 import { checkLedger } from '../src/ledger/ledger.js';
 import { assertError } from './helpers/assertions.js';
 import { admin, call, clientFor, merchantWithPos, paymentBody, unique } from './helpers/client.js';
-import { freshDatabase, type Lipa, startLipa, type TestDatabase } from './helpers/harness.js';
+import { freshDatabase, type Lipa, type TestDatabase } from './helpers/harness.js';
 import {
   accept,
   callbackBodies,
   cents,
+  closeShop,
   ledgerBalance,
-  NO_LIMITS,
+  openShop,
   openTill,
   paidPayment,
   refundReference,
@@ -41,14 +42,9 @@ describe('refunds (CONTRACT §11)', () => {
   let till: Till;
 
   before(async () => {
-    lipa = await startLipa(NO_LIMITS);
-    receiver = await startReceiver();
-    till = await openTill(lipa, receiver);
+    ({ lipa, receiver, till } = await openShop());
   });
-  after(async () => {
-    await lipa.close();
-    await receiver.close();
-  });
+  after(() => closeShop({ lipa, receiver }));
 
   test('a whole refund: 201, the money goes back, the payment stays paid with its refundedAmount', async () => {
     const payment = await paidPayment(lipa, till, receiver, 1500.5);
@@ -287,14 +283,9 @@ describe('refunds and cancellation from the dashboard (merchant bearer)', () => 
   let till: Till;
 
   before(async () => {
-    lipa = await startLipa(NO_LIMITS);
-    receiver = await startReceiver();
-    till = await openTill(lipa, receiver);
+    ({ lipa, receiver, till } = await openShop());
   });
-  after(async () => {
-    await lipa.close();
-    await receiver.close();
-  });
+  after(() => closeShop({ lipa, receiver }));
 
   const refund = (paymentId: string, body: object, token = till.merchant.token) =>
     call(lipa.url, 'POST', `/api/v1/payments/${paymentId}/refunds`, { token, body });
@@ -365,14 +356,9 @@ describe('cancellation (CONTRACT §11)', () => {
   let till: Till;
 
   before(async () => {
-    lipa = await startLipa(NO_LIMITS);
-    receiver = await startReceiver();
-    till = await openTill(lipa, receiver);
+    ({ lipa, receiver, till } = await openShop());
   });
-  after(async () => {
-    await lipa.close();
-    await receiver.close();
-  });
+  after(() => closeShop({ lipa, receiver }));
 
   const pendingOf = async () => {
     const reply = await call(lipa.url, 'GET', '/api/v1/wallet/payments?status=pending', { token: till.payerToken });

@@ -12,8 +12,8 @@ import {
   paymentBody,
   unique,
 } from './client.js';
-import type { Lipa } from './harness.js';
-import type { Receiver } from './receiver.js';
+import { type Lipa, startLipa } from './harness.js';
+import { type Receiver, startReceiver } from './receiver.js';
 
 /** A merchant with a POS whose resultUrl is the receiver's, its signing client, and a payer with money who answers at once. */
 export interface Till {
@@ -65,4 +65,16 @@ export const cents = (major: number) => Math.round(major * 100);
 /** The callback bodies the receiver got on `pathPrefix` (the payment's callbackUrl is /cb/…, the POS resultUrl /result). */
 export function callbackBodies(receiver: Receiver, pathPrefix: string) {
   return receiver.received.filter((r) => r.path.startsWith(pathPrefix)).map((r) => ({ request: r, body: JSON.parse(r.body) }));
+}
+
+/** A service without the rate limits, a callback receiver and a till on them: one describe block's world. */
+export async function openShop(): Promise<{ lipa: Lipa; receiver: Receiver; till: Till }> {
+  const lipa = await startLipa(NO_LIMITS);
+  const receiver = await startReceiver();
+  return { lipa, receiver, till: await openTill(lipa, receiver) };
+}
+
+export async function closeShop(shop: { lipa: Lipa; receiver: Receiver }): Promise<void> {
+  await shop.lipa.close();
+  await shop.receiver.close();
 }
